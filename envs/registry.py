@@ -1,0 +1,70 @@
+"""One way to build an environment by name, used by every entry point.
+
+A family registers itself with :func:`register`; its module is imported lazily the first time the
+name is used, so ``import envs`` stays cheap and optional simulators (OmniGibson) cost nothing
+until asked for. A family's config is a plain dict (the ``env`` Hydra group, ``name`` selects the
+family); unknown keys are rejected by the family with the list of valid ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Protocol
+
+from .base import TaskInfo, VLAEnv
+
+
+class EnvFamily(Protocol):
+    name: str
+
+    def tasks(self, cfg: dict[str, Any]) -> list[TaskInfo]: ...
+
+    def make(self, cfg: dict[str, Any], task_id: int) -> VLAEnv: ...
+
+
+# name -> "module:attribute" of an EnvFamily factory (imported on first use)
+_LAZY: dict[str, str] = {
+    "libero": "envs.libero.family:LiberoFamily",
+    "house": "envs.house.family:HouseFamily",
+}
+_FAMILIES: dict[str, EnvFamily] = {}
+
+
+def register(name: str, factory: Callable[[], EnvFamily] | str) -> None:
+    """Register a family object factory (or a ``"module:attr"`` string, imported lazily)."""
+    if isinstance(factory, str):
+        _LAZY[name] = factory
+        _FAMILIES.pop(name, None)
+    else:
+        _FAMILIES[name] = factory()
+
+
+def names() -> list[str]:
+    return sorted(set(_LAZY) | set(_FAMILIES))
+
+
+def family(name: str) -> EnvFamily:
+    if name not in _FAMILIES:
+        if name not in _LAZY:
+            raise ValueError(f"unknown env {name!r}; registered envs: {names()}")
+        module, attr = _LAZY[name].split(":")
+        _FAMILIES[name] = getattr(importlib.import_module(module), attr)()
+    return _FAMILIES[name]
+
+
+def _split(cfg: dict[str, Any]) -> tuple[EnvFamily, dict[str, Any]]:
+    if "name" not in cfg:
+        raise ValueError(f"env config needs a 'name' (one of {names()}), got keys {sorted(cfg)}")
+    rest = {k: v for k, v in cfg.items() if k != "name"}
+    return family(cfg["name"]), rest
+
+
+def list_tasks(cfg: dict[str, Any]) -> list[TaskInfo]:
+    fam, rest = _split(cfg)
+    return fam.tasks(rest)
+
+
+def make_env(cfg: dict[str, Any], task_id: int = 0) -> VLAEnv:
+    """Build the env for one task of the family named in ``cfg['name']``."""
+    fam, rest = _split(cfg)
+    return fam.make(rest, task_id)
