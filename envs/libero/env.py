@@ -1,0 +1,247 @@
+"""``LiberoEnv``: one LIBERO task as a gymnasium env with the observation contract of DESIGN §3.
+
+* Official protocol by default: fixed init states of the suite (one per trial), 10 no-op settling
+  steps inside ``reset``, 256x256 images rotated 180 degrees, 7-dim delta-EEF action in [-1, 1],
+  8-dim state, success = the env's own goal predicate (``info["success"]``).
+* Observations carry ``agentview`` and ``wrist`` :class:`CameraFrame`s: RGB, metric depth,
+  instance masks (``labels`` = category; ``extra["object_names"]`` = instance id -> object name),
+  ``K`` and ``T_world_cam``. ``render=False`` drops all cameras (fast scripted rollouts).
+* The simulator (and its GL context) is created on the first ``reset``, so an env object can be
+  built in a parent process and used after ``fork``. Call ``close()`` when done.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from spatial_memory.frame import CameraFrame
+
+from .. import _gl
+from ..base import Observation, SceneTruth, TaskInfo, VLAEnv, check_action
+from . import camera, suites
+from .truth import categories, scene_truth
+
+CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
+
+
+def quat_xyzw_to_axis_angle(q: np.ndarray) -> np.ndarray:
+    q = np.asarray(q, dtype=np.float64)
+    w = np.clip(q[3], -1.0, 1.0)
+    s = np.sqrt(max(1.0 - w * w, 0.0))
+    if s < 1e-8:
+        return np.zeros(3)
+    return q[:3] * (2.0 * np.arccos(w) / s)
+
+
+class LiberoEnv(VLAEnv):
+    def __init__(
+        self,
+        suite: str = "libero_spatial",
+        task_id: int = 0,
+        *,
+        resolution: int = 256,
+        cameras: tuple[str, ...] | list[str] = ("agentview", "wrist"),
+        render: bool = True,
+        depth: bool = True,
+        segmentation: bool = True,
+        orientation: str = "rot180",
+        settle_steps: int = suites.SETTLE_STEPS,
+        max_steps: int | None = None,
+        controller: str = "OSC_POSE",
+        hard_reset: bool = True,
+    ) -> None:
+        suites.check_suite(suite)
+        suites.check_task(suite, task_id)
+        unknown = [c for c in cameras if c not in CAMERAS]
+        if unknown:
+            raise ValueError(f"unknown LIBERO camera(s) {unknown}; available: {list(CAMERAS)}")
+        if orientation not in camera.ORIENTATIONS:
+            raise ValueError(f"unknown image orientation {orientation!r}; expected one of {camera.ORIENTATIONS}")
+        if int(resolution) < 8:
+            raise ValueError(f"resolution must be >= 8 pixels, got {resolution}")
+        self.suite, self.task_id = suite, task_id
+        self.resolution, self.cameras = int(resolution), tuple(cameras)
+        self.render_cameras = bool(render) and bool(self.cameras)
+        self.depth, self.segmentation, self.orientation = depth, segmentation, orientation
+        self.settle_steps, self.controller, self.hard_reset = int(settle_steps), controller, bool(hard_reset)
+        bench = suites.benchmark(suite)
+        self._libero_task = bench.get_task(task_id)
+        self._init_states = bench.get_task_init_states(task_id)
+        self.task = TaskInfo(
+            task_id=task_id,
+            name=self._libero_task.name,
+            instruction=self._libero_task.language,
+            max_steps=int(max_steps or suites.MAX_STEPS[suite]),
+            num_trials=len(self._init_states),
+        )
+        self.instruction = self.task.instruction
+        self.max_episode_steps = self.task.max_steps
+        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(7,), dtype=np.float64)
+        self.observation_space = gym.spaces.Dict({})  # observations are `Observation` objects (see module doc)
+        self._env = None
+        self._raw: dict[str, Any] | None = None
+        self._steps = 0
+        self._trial: int | None = None
+        self._static: dict[str, tuple[np.ndarray, int]] = {}
+
+    # ------------------------------------------------------------------ simulator lifecycle
+    @property
+    def bddl_file(self) -> str:
+        import os
+
+        from libero.libero import get_libero_path
+
+        return os.path.join(get_libero_path("bddl_files"), self._libero_task.problem_folder, self._libero_task.bddl_file)
+
+    def _ensure_sim(self):
+        if self._env is not None:
+            return self._env
+        from libero.libero.envs.env_wrapper import ControlEnv
+
+        kwargs: dict[str, Any] = dict(bddl_file_name=self.bddl_file, controller=self.controller, hard_reset=self.hard_reset)
+        if self.render_cameras:
+            _gl.before_first_context()
+            kwargs.update(
+                has_offscreen_renderer=True,
+                use_camera_obs=True,
+                camera_names=[CAMERAS[c] for c in self.cameras],
+                camera_heights=self.resolution,
+                camera_widths=self.resolution,
+                camera_depths=self.depth,
+                camera_segmentations="instance" if self.segmentation else None,
+            )
+        else:
+            kwargs.update(has_offscreen_renderer=False, use_camera_obs=False)
+        self._env = ControlEnv(**kwargs)
+        return self._env
+
+    @property
+    def sim_env(self):
+        """libero's inner robosuite env (privileged; for experts and tools)."""
+        return self._ensure_sim().env
+
+    def close(self) -> None:
+        if self._env is not None:
+            try:
+                self._env.close()
+            finally:
+                self._env = None
+
+    def __del__(self):  # pragma: no cover - best effort; close() is the contract
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        options = options or {}
+        trial = int(options.get("trial", 0))
+        if not 0 <= trial < len(self._init_states):
+            raise ValueError(f"trial {trial} out of range: {self.task.name} has {len(self._init_states)} init states")
+        env = self._ensure_sim()
+        env.reset()
+        env.seed(suites.SEED if seed is None else seed)
+        self._raw = env.set_init_state(self._init_states[trial])
+        self._static = self._camera_statics()
+        self._settle()
+        self._trial, self._steps = trial, 0
+        return self._observation(), {"success": bool(env.check_success()), "trial": trial}
+
+    def _settle(self) -> None:
+        """The protocol's no-op steps (objects settle). Cameras are switched off meanwhile: nobody
+        sees these frames, and rendering them would cost ~0.6 s each on a software renderer."""
+        if self.settle_steps <= 0:
+            return
+        inner = self._env.env
+        cams = [o for o in inner._observables.values() if o.modality == "image" and o.is_enabled()]
+        for o in cams:
+            o.set_enabled(False)
+        try:
+            noop = np.array(suites.NOOP_ACTION)
+            for _ in range(self.settle_steps):
+                self._raw, _, _, _ = self._env.step(noop)
+        finally:
+            for o in cams:
+                o.set_enabled(True)
+        if cams:
+            self._raw = inner._get_observations(force_update=True)
+
+    def step(self, action):
+        if self._env is None or self._raw is None:
+            raise RuntimeError("call reset() before step()")
+        a = check_action(action, self.action_space)
+        self._raw, _, done, _ = self._env.step(a)
+        self._steps += 1
+        success = bool(done)
+        truncated = self._steps >= self.max_episode_steps and not success
+        return self._observation(), float(success), success, truncated, {"success": success}
+
+    # ------------------------------------------------------------------ observations
+    def _camera_statics(self) -> dict[str, tuple[np.ndarray, int]]:
+        if not self.render_cameras:
+            return {}
+        model = self._env.sim.model._model
+        out = {}
+        for name in self.cameras:
+            cam_id = model.camera(CAMERAS[name]).id
+            out[name] = (camera.intrinsics(model, cam_id, self.resolution, self.resolution, self.orientation), cam_id)
+        return out
+
+    def _object_names(self) -> dict[int, str]:
+        return {i + 1: n for i, n in enumerate(self._env.env.model.instances_to_ids.keys())}
+
+    def _observation(self) -> Observation:
+        raw = self._raw
+        state = np.concatenate([raw["robot0_eef_pos"], quat_xyzw_to_axis_angle(raw["robot0_eef_quat"]), raw["robot0_gripper_qpos"]]).astype(np.float32)
+        frames: dict[str, CameraFrame] = {}
+        extra: dict[str, Any] = {}
+        if self.render_cameras:
+            model, data = self._env.sim.model._model, self._env.sim.data._data
+            names = self._object_names()
+            cats = categories(self._env.env.parsed_problem)
+            labels = {i: cats.get(n, n) for i, n in names.items()}
+            for name in self.cameras:
+                key = CAMERAS[name]
+                K, cam_id = self._static[name]
+                rgb = camera.orient(raw[f"{key}_image"], self.orientation)
+                if self.depth:
+                    depth = camera.orient(camera.depth_to_metres(raw[f"{key}_depth"][..., 0], model), self.orientation)
+                else:
+                    depth = np.zeros(rgb.shape[:2], np.float32)
+                inst = None
+                if self.segmentation:
+                    inst = np.ascontiguousarray(camera.orient(raw[f"{key}_segmentation_instance"][..., 0], self.orientation), dtype=np.int32)
+                frames[name] = CameraFrame(
+                    rgb=np.ascontiguousarray(rgb),
+                    depth=np.ascontiguousarray(depth),
+                    K=K,
+                    T_world_cam=camera.T_world_cam(data, cam_id),
+                    instance=inst,
+                    labels=labels if inst is not None else {},
+                    step=self._steps,
+                )
+            extra["object_names"] = names
+        extra["joint_states"] = np.asarray(raw["robot0_joint_pos"], dtype=np.float32)
+        extra["gripper_states"] = np.asarray(raw["robot0_gripper_qpos"], dtype=np.float32)
+        extra["ee_states"] = state[:6].copy()
+        return Observation(cameras=frames, state=state, instruction=self.instruction, step=self._steps, extra=extra)
+
+    # ------------------------------------------------------------------ privileged
+    def scene_truth(self) -> SceneTruth:
+        if self._env is None:
+            raise RuntimeError("call reset() before scene_truth()")
+        return scene_truth(self._env.env)
+
+    def sim_state(self) -> np.ndarray:
+        return self._env.get_sim_state()
+
+    def expert(self):
+        from .expert import PickPlaceExpert
+
+        return PickPlaceExpert(self)

@@ -1,0 +1,54 @@
+"""LIBERO suites and their official evaluation settings (DESIGN §6)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ..base import TaskInfo
+from .assets import prepare_libero
+
+# max policy steps per episode (after the settling no-ops), as OpenVLA / openpi evaluate
+MAX_STEPS = {
+    "libero_spatial": 220,
+    "libero_object": 280,
+    "libero_goal": 300,
+    "libero_10": 520,
+    "libero_90": 400,
+}
+SUITES = tuple(MAX_STEPS)
+NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
+SETTLE_STEPS = 10
+TRIALS_PER_TASK = 50
+SEED = 7
+
+
+def check_suite(suite: str) -> str:
+    if suite not in MAX_STEPS:
+        raise ValueError(f"unknown LIBERO suite {suite!r}; expected one of {list(SUITES)}")
+    return suite
+
+
+@lru_cache(maxsize=None)
+def benchmark(suite: str):
+    """The libero ``Benchmark`` object of a suite (imports libero after the offline setup)."""
+    check_suite(suite)
+    prepare_libero()
+    from libero.libero import benchmark as lb
+
+    return lb.get_benchmark_dict()[suite]()
+
+
+def task_infos(suite: str, max_steps: int | None = None) -> list[TaskInfo]:
+    b = benchmark(suite)
+    out = []
+    for i in range(b.n_tasks):
+        t = b.get_task(i)
+        out.append(TaskInfo(task_id=i, name=t.name, instruction=t.language, max_steps=max_steps or MAX_STEPS[suite], num_trials=len(b.get_task_init_states(i))))
+    return out
+
+
+def check_task(suite: str, task_id: int) -> int:
+    n = benchmark(suite).n_tasks
+    if not isinstance(task_id, int) or not 0 <= task_id < n:
+        raise ValueError(f"task id {task_id!r} out of range for {suite}: it has tasks 0..{n - 1}")
+    return task_id
