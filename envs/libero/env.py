@@ -26,6 +26,8 @@ from . import camera, suites
 from .truth import categories, scene_truth
 
 CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
+# dataset key prefixes of the official LIBERO HDF5 files
+RECORD_NAMES = {"agentview": "agentview", "wrist": "eye_in_hand"}
 
 
 def quat_xyzw_to_axis_angle(q: np.ndarray) -> np.ndarray:
@@ -230,6 +232,7 @@ class LiberoEnv(VLAEnv):
         extra["joint_states"] = np.asarray(raw["robot0_joint_pos"], dtype=np.float32)
         extra["gripper_states"] = np.asarray(raw["robot0_gripper_qpos"], dtype=np.float32)
         extra["ee_states"] = state[:6].copy()
+        extra["robot_state"] = np.concatenate([raw["robot0_gripper_qpos"], raw["robot0_eef_pos"], raw["robot0_eef_quat"]])
         return Observation(cameras=frames, state=state, instruction=self.instruction, step=self._steps, extra=extra)
 
     # ------------------------------------------------------------------ privileged
@@ -238,8 +241,35 @@ class LiberoEnv(VLAEnv):
             raise RuntimeError("call reset() before scene_truth()")
         return scene_truth(self._env.env)
 
+    record_names = RECORD_NAMES
+
     def sim_state(self) -> np.ndarray:
+        """Flattened MuJoCo state (time, qpos, qvel), as LIBERO's datasets store it."""
         return self._env.get_sim_state()
+
+    def dataset_attrs(self) -> dict[str, str]:
+        """File-level attributes of LIBERO's HDF5 datasets for this task."""
+        import json
+
+        inner = self._ensure_sim()
+        problem_info = {"problem_name": inner.problem_name, "domain_name": inner.domain_name, "language_instruction": inner.language_instruction}
+        env_args = {
+            "type": 1,
+            "env_name": inner.problem_name,
+            "problem_name": inner.problem_name,
+            "bddl_file": self.bddl_file,
+            "env_kwargs": {"suite": self.suite, "task_id": self.task_id, "resolution": self.resolution, "cameras": list(self.cameras), "controller": self.controller},
+        }
+        with open(self.bddl_file) as f:
+            bddl = f.read()
+        return {
+            "env_name": inner.problem_name,
+            "problem_info": json.dumps(problem_info),
+            "bddl_file_name": self.bddl_file,
+            "bddl_file_content": bddl,
+            "env_args": json.dumps(env_args),
+            "image_orientation": self.orientation,
+        }
 
     def expert(self):
         from .expert import PickPlaceExpert

@@ -1,0 +1,59 @@
+"""Misbehaving agents for testing the loop's error handling (the loop is under test, not them)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+
+from vla.agents.random import RandomAgent
+
+
+class NanAgent(RandomAgent):
+    """Sends a NaN action on the third step."""
+
+    name = "nan"
+
+    def reset(self, instruction):
+        self.t = 0
+
+    def act(self, observation):
+        self.t += 1
+        a = super().act(observation)
+        if self.t == 3:
+            a[0] = np.nan
+        return a
+
+
+class WrongShapeAgent(RandomAgent):
+    name = "wrong-shape"
+
+    def act(self, observation):
+        return np.zeros(3)
+
+
+class CrashOnTrialAgent(RandomAgent):
+    """Kills its own process with SIGSEGV (as a simulator segfault would) in episodes of trial 1."""
+
+    name = "crash"
+
+    def seed(self, seed):
+        super().seed(seed)
+        self.trial = seed[2] if isinstance(seed, tuple) else 0
+
+    def act(self, observation):
+        if self.trial == 1 and observation.step >= 2:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return super().act(observation)
+
+
+class SlowRandomAgent(RandomAgent):
+    """Random actions, slowly: gives a test time to kill the run mid-episode."""
+
+    name = "slow-random"
+
+    def act(self, observation):
+        time.sleep(0.02)
+        return super().act(observation)

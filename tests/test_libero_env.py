@@ -1,0 +1,128 @@
+"""LiberoEnv against the observation contract (DESIGN §3) on a real LIBERO scene."""
+
+import numpy as np
+import pytest
+
+from envs.libero.env import LiberoEnv
+from envs.registry import list_tasks, make_env
+from spatial_memory.geometry import backproject, transform_points
+
+
+@pytest.fixture(scope="module")
+def rendered():
+    env = make_env({"name": "libero", "suite": "libero_spatial", "resolution": 96}, 0)
+    obs, info = env.reset(options={"trial": 0})
+    yield env, obs, info
+    env.close()
+
+
+def test_observation_contract(rendered):
+    env, obs, info = rendered
+    assert set(obs.cameras) == {"agentview", "wrist"}
+    assert obs.state.shape == (8,) and obs.state.dtype == np.float32
+    assert obs.instruction == env.task.instruction == "pick up the black bowl between the plate and the ramekin and place it on the plate"
+    for f in obs.cameras.values():
+        assert f.rgb.shape == (96, 96, 3) and f.rgb.dtype == np.uint8
+        assert f.depth.dtype == np.float32 and np.isfinite(f.depth).all() and (f.depth > 0).all()
+        assert f.instance.dtype == np.int32
+        assert f.K[0, 0] < 0 < f.K[1, 1]  # rot180 = mirrored view, described exactly by fx < 0
+        assert np.allclose(f.T_world_cam[:3, :3].T @ f.T_world_cam[:3, :3], np.eye(3), atol=1e-6)
+    names = obs.extra["object_names"]
+    assert names[1] == "akita_black_bowl_1"
+    assert obs.cameras["agentview"].labels[1] == "akita_black_bowl"
+    assert info["success"] is False
+
+
+def test_backprojected_masks_land_in_object_boxes(rendered):
+    """Depth + K + T_world_cam + instance masks agree with the simulator's object boxes.
+
+    Edge pixels can disagree because robosuite renders segmentation in a separate, non-antialiased
+    pass; nearly all labelled pixels must still land within 2 cm of their object's box.
+    """
+    env, obs, _ = rendered
+    truth = env.scene_truth()
+    total = inside = 0
+    for f in obs.cameras.values():
+        p_world = transform_points(f.T_world_cam, backproject(f.depth, f.K).reshape(-1, 3))
+        for o in truth.objects:
+            m = f.instance.reshape(-1) == o.instance_id
+            if m.sum() < 30:
+                continue
+            ok = o.box.contains(p_world[m], margin=0.02)
+            assert ok.mean() >= 0.95, (o.id, ok.mean())
+            total, inside = total + m.sum(), inside + ok.sum()
+    assert total > 1000 and inside / total >= 0.985
+
+
+def test_protocol_orientation_is_mirror_of_upright():
+    up = LiberoEnv("libero_spatial", 0, resolution=64, cameras=("agentview",), segmentation=False, orientation="upright", hard_reset=False, settle_steps=0)
+    rot = LiberoEnv("libero_spatial", 0, resolution=64, cameras=("agentview",), segmentation=False, orientation="rot180", hard_reset=False, settle_steps=0)
+    try:
+        a, _ = up.reset(options={"trial": 2})
+        b, _ = rot.reset(options={"trial": 2})
+        fa, fb = a.cameras["agentview"], b.cameras["agentview"]
+        np.testing.assert_array_equal(fb.rgb, fa.rgb[:, ::-1])
+        np.testing.assert_allclose(fb.depth, fa.depth[:, ::-1])
+        # the same world point projects to mirrored columns
+        p_cam = np.array([[0.05, 0.02, 1.0]])
+        u_a = fa.K[0, 0] * p_cam[0, 0] / p_cam[0, 2] + fa.K[0, 2]
+        u_b = fb.K[0, 0] * p_cam[0, 0] / p_cam[0, 2] + fb.K[0, 2]
+        assert u_a + u_b == pytest.approx(63.0)
+    finally:
+        up.close()
+        rot.close()
+
+
+def test_no_render_mode_and_state():
+    env = make_env({"name": "libero", "suite": "libero_object", "render": False, "hard_reset": False}, 3)
+    try:
+        obs, _ = env.reset(options={"trial": 1})
+        assert obs.cameras == {}
+        assert obs.state.shape == (8,)
+        obs2, reward, terminated, truncated, info = env.step(np.zeros(7))
+        assert set(info) >= {"success"} and not terminated and not truncated
+        assert obs2.step == 1
+        assert env.max_episode_steps == 280
+        truth = env.scene_truth()
+        assert {o.category for o in truth.objects} >= {"basket", "alphabet_soup"} or len(truth.objects) >= 5
+        for o in truth.objects:
+            assert np.all(o.box.size > 0) and o.box.contains(o.box.center[None])[0]
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize(
+    "cfg, task, match",
+    [
+        ({"suite": "libero_nope"}, 0, "unknown LIBERO suite"),
+        ({"suite": "libero_spatial"}, 10, "out of range"),
+        ({"suite": "libero_spatial", "cameras": ["front"]}, 0, "unknown LIBERO camera"),
+        ({"suite": "libero_spatial", "colour": True}, 0, "unknown libero option"),
+        ({"suite": "libero_spatial", "orientation": "flip"}, 0, "orientation"),
+    ],
+)
+def test_bad_config_is_named(cfg, task, match):
+    with pytest.raises(ValueError, match=match):
+        make_env({"name": "libero", **cfg}, task)
+
+
+def test_bad_actions_and_trials_are_named():
+    env = make_env({"name": "libero", "suite": "libero_spatial", "render": False, "hard_reset": False, "settle_steps": 0}, 1)
+    try:
+        with pytest.raises(ValueError, match="out of range"):
+            env.reset(options={"trial": 50})
+        with pytest.raises(RuntimeError, match="reset"):
+            env.step(np.zeros(7))
+        env.reset(options={"trial": 0})
+        with pytest.raises(ValueError, match=r"shape \(7,\)"):
+            env.step(np.zeros(6))
+        with pytest.raises(ValueError, match="NaN"):
+            env.step(np.array([0, 0, np.nan, 0, 0, 0, 1.0]))
+    finally:
+        env.close()
+
+
+def test_task_listing_follows_protocol():
+    tasks = list_tasks({"name": "libero", "suite": "libero_10"})
+    assert len(tasks) == 10 and all(t.max_steps == 520 and t.num_trials == 50 for t in tasks)
+    assert len(list_tasks({"name": "libero", "suite": "libero_90"})) == 90

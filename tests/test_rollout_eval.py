@@ -1,0 +1,190 @@
+"""The rollout loop and vla-rollout: records, summary, resume after kill -9, failures, videos, demos."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import imageio.v2 as imageio
+import numpy as np
+import pytest
+
+from tests.conftest import VENV_BIN, cli_env
+from vla.eval.evaluate import EvalSpec, evaluate
+from vla.eval.store import EpisodeStore
+
+FAST_ENV = {"name": "libero", "suite": "libero_spatial", "render": False, "hard_reset": False, "max_steps": 12}
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(l) for l in path.read_text().splitlines()]
+
+
+def run_cli(*args, timeout=600):
+    return subprocess.run([str(VENV_BIN / "vla-rollout"), *args], capture_output=True, text=True, env=cli_env(), timeout=timeout, cwd=Path(__file__).parents[1])
+
+
+def test_cli_writes_episodes_and_summary_and_resumes(tmp_path):
+    out = tmp_path / "run"
+    args = ["agent=random", "env.render=false", "env.hard_reset=false", "env.max_steps=10", "eval.tasks=[0,2]", "eval.trials_per_task=2", "eval.workers=2", f"out={out}", "progress=false"]
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr[-3000:]
+    recs = lines(out / "episodes.jsonl")
+    assert sorted((e["task_id"], e["trial"]) for e in recs) == [(0, 0), (0, 1), (2, 0), (2, 1)]
+    for e in recs:
+        assert {"suite", "task_id", "task", "trial", "success", "steps", "seconds", "error"} <= set(e)
+        assert e["suite"] == "libero_spatial" and e["error"] is None and e["steps"] == 10 and e["success"] is False
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["env"] == "libero" and summary["agent"] == "random"
+    assert summary["episodes"] == 4 and summary["success_rate"] == 0.0 and summary["complete"] is True
+    assert set(summary["per_task"]) == {"0", "2"} and summary["per_task"]["2"]["episodes"] == 2
+    assert summary["per_task"]["0"]["task"].startswith("pick_up_the_black_bowl")
+    # the same command again runs nothing new
+    mtime = (out / "episodes.jsonl").stat().st_mtime_ns
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(lines(out / "episodes.jsonl")) == 4
+    assert (out / "episodes.jsonl").stat().st_mtime_ns == mtime
+    # a different agent in the same directory is refused
+    r = run_cli(*[a if a != "agent=random" else "agent=scripted" for a in args])
+    assert r.returncode == 2 and "different run" in r.stderr
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if text in (p / "cmdline").read_bytes().decode(errors="replace"):
+                    pids.append(int(p.name))
+            except OSError:
+                pass
+    return pids
+
+
+def test_kill_9_then_resume_loses_only_in_flight_and_never_repeats(tmp_path):
+    out = tmp_path / "killed"
+    args = ["agent.name=tests.agents_for_tests:SlowRandomAgent", "env.render=false", "env.hard_reset=false", "env.max_steps=20", "eval.tasks=[1]", "eval.trials_per_task=6", "eval.workers=2", f"out={out}", "progress=false"]
+    proc = subprocess.Popen([str(VENV_BIN / "vla-rollout"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=cli_env(), cwd=Path(__file__).parents[1])
+    path = out / "episodes.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and (not path.exists() or len(path.read_text().splitlines()) < 2):
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = {(e["task_id"], e["trial"]) for e in lines(path)}
+    assert 2 <= len(done_before) < 6
+    # workers die with their parent
+    deadline = time.time() + 10
+    while _processes_mentioning(str(out)) and time.time() < deadline:
+        time.sleep(0.1)
+    assert _processes_mentioning(str(out)) == []
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr[-3000:]
+    recs = lines(path)
+    keys = [(e["task_id"], e["trial"]) for e in recs]
+    assert sorted(keys) == [(1, k) for k in range(6)]  # every episode exactly once
+    assert [k for k in keys[: len(done_before)]] and set(keys[: len(done_before)]) == done_before  # old lines untouched
+
+
+def test_torn_last_line_is_dropped_on_resume(tmp_path):
+    path = tmp_path / "episodes.jsonl"
+    good = {"suite": "s", "task_id": 0, "task": "t", "trial": 0, "success": True, "steps": 3, "seconds": 1.0, "error": None}
+    path.write_text(json.dumps(good) + "\n" + '{"suite": "s", "task_id": 0, "task": "t", "tri')
+    store = EpisodeStore(path)
+    assert len(store) == 1 and (0, 0) in store and (0, 1) not in store
+    store.append({**good, "trial": 1})
+    store.close()
+    assert [e["trial"] for e in lines(path)] == [0, 1]
+    with pytest.raises(ValueError, match="already recorded"):
+        EpisodeStore(path).append(good)
+
+
+def test_agent_and_simulator_failures_fail_only_their_episode(tmp_path):
+    spec = EvalSpec(env=FAST_ENV, agent={"name": "tests.agents_for_tests:CrashOnTrialAgent"}, out=str(tmp_path / "crash"), tasks=[0], trials_per_task=3, workers=1)
+    summary = evaluate(spec, progress=False)
+    recs = {e["trial"]: e for e in lines(tmp_path / "crash" / "episodes.jsonl")}
+    assert recs[1]["error"] == "worker process died (killed by SIGSEGV)"
+    assert recs[0]["error"] is None and recs[2]["error"] is None and recs[2]["steps"] == 12
+    assert summary["errors"] == 1 and summary["episodes"] == 3
+
+    spec = EvalSpec(env=FAST_ENV, agent={"name": "tests.agents_for_tests:NanAgent"}, out=str(tmp_path / "nan"), tasks=[0], trials_per_task=1, workers=0)
+    evaluate(spec, progress=False)
+    (rec,) = lines(tmp_path / "nan" / "episodes.jsonl")
+    assert rec["success"] is False and rec["steps"] == 2 and "NaN" in rec["error"]
+
+    spec = EvalSpec(env=FAST_ENV, agent={"name": "tests.agents_for_tests:WrongShapeAgent"}, out=str(tmp_path / "shape"), tasks=[0], trials_per_task=1, workers=0)
+    evaluate(spec, progress=False)
+    (rec,) = lines(tmp_path / "shape" / "episodes.jsonl")
+    assert "shape (7,)" in rec["error"] and rec["steps"] == 0
+
+
+def test_episode_timeout_replaces_the_worker(tmp_path):
+    spec = EvalSpec(env={**FAST_ENV, "max_steps": 100000}, agent={"name": "tests.agents_for_tests:SlowRandomAgent"}, out=str(tmp_path / "slow"), tasks=[0], trials_per_task=2, workers=1, episode_timeout_s=3)
+    summary = evaluate(spec, progress=False)
+    recs = lines(tmp_path / "slow" / "episodes.jsonl")
+    assert len(recs) == 2 and all(r["error"] == "episode timed out after 3 s" for r in recs)
+    assert summary["complete"] is True
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["env.suite=libero_nope"], "unknown LIBERO suite"),
+        (["eval.tasks=[42]"], "unknown task id"),
+        (["eval.trials_per_task=51"], "only 50 initial states"),
+        (["eval.videos=sometimes"], "eval.videos must be one of"),
+        (["agent=nope"], "agent/nope"),
+        (["out=/proc/forbidden"], "not writable"),
+    ],
+)
+def test_cli_bad_input_is_one_clear_line(args, message):
+    r = run_cli(*args, "progress=false", timeout=120)
+    assert r.returncode == 2
+    assert message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_videos_and_demo_recording(tmp_path):
+    """Rendered episodes: a video per kept episode and HDF5 demos in LIBERO's layout."""
+    env = {"name": "libero", "suite": "libero_object", "resolution": 64, "hard_reset": False, "max_steps": 4}
+    spec = EvalSpec(env=env, agent={"name": "random"}, out=str(tmp_path / "v"), tasks=[0], trials_per_task=1, workers=0, videos="all", record=str(tmp_path / "demos"))
+    from vla.rollout import record
+
+    # record every episode, whatever its outcome, to check the layout quickly
+    orig = record.DemoRecorder.on_episode_end
+
+    def keep_all(self, episode, result):
+        result.success = True
+        orig(self, episode, result)
+
+    record.DemoRecorder.on_episode_end = keep_all
+    try:
+        evaluate(spec, progress=False)
+    finally:
+        record.DemoRecorder.on_episode_end = orig
+    (video,) = (tmp_path / "v" / "videos").glob("*.mp4")
+    frames = imageio.mimread(video)
+    assert len(frames) == 5 and frames[0].shape == (64, 128, 3)  # reset + 4 steps, two cameras side by side
+    (h5,) = (tmp_path / "demos").glob("*_demo.hdf5")
+    with h5py.File(h5) as f:
+        data = f["data"]
+        assert data.attrs["num_demos"] == 1 and data.attrs["total"] == 4
+        assert "alphabet soup" in data.attrs["language_instruction"]
+        assert json.loads(data.attrs["problem_info"])["problem_name"] == "libero_floor_manipulation"
+        assert data.attrs["bddl_file_content"].startswith("(define")
+        demo = data["demo_0"]
+        assert demo["actions"].shape == (4, 7) and demo["states"].shape[0] == 4
+        obs = demo["obs"]
+        assert obs["agentview_rgb"].shape == (4, 64, 64, 3) and obs["eye_in_hand_rgb"].dtype == np.uint8
+        assert obs["agentview_depth"].shape == (4, 64, 64) and obs["agentview_instance"].dtype == np.int32
+        assert obs["agentview_K"].shape == (4, 3, 3) and obs["eye_in_hand_T_world_cam"].shape == (4, 4, 4)
+        assert obs["ee_states"].shape == (4, 6) and obs["gripper_states"].shape == (4, 2) and obs["joint_states"].shape == (4, 7)
+        assert demo["robot_states"].shape == (4, 9)
+        np.testing.assert_array_equal(demo.attrs["init_state"], demo["states"][0])
+        # the wrist camera moves with the arm: its pose is recorded per step
+        assert json.loads(demo.attrs["instance_names"])["1"] == "alphabet_soup_1"

@@ -1,0 +1,35 @@
+"""The env's own scripted expert as an agent (privileged: it reads scene truth; for data and sanity)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from envs.base import Observation
+
+
+class ScriptedAgent:
+    name = "scripted"
+
+    def __init__(self, seed: int = 0) -> None:
+        self._env = None
+        self._expert = None
+
+    def seed(self, seed: int | tuple[int, ...]) -> None:
+        pass  # deterministic
+
+    def bind(self, env: Any) -> None:
+        if env is not self._env:
+            self._env, self._expert = env, env.expert()
+
+    def reset(self, instruction: str) -> None:
+        if self._expert is None:
+            raise RuntimeError("ScriptedAgent must be bound to an env before reset()")
+        self._expert.reset()
+
+    def act(self, observation: Observation) -> np.ndarray:
+        return self._expert.act(observation)
+
+    def answer(self, question: Any) -> str:
+        raise NotImplementedError("the scripted expert does not answer questions; use agent=memory or agent=random")

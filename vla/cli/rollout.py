@@ -1,0 +1,67 @@
+"""``vla-rollout``: closed-loop evaluation from Hydra overrides.
+
+    vla-rollout env=libero env.suite=libero_spatial agent=scripted \\
+        eval.tasks=[0,1] eval.trials_per_task=5 eval.workers=2 eval.videos=failures out=runs/x
+
+Writes ``out/episodes.jsonl`` (one line per finished episode), ``out/summary.json`` and
+``out/videos/*.mp4``. Run the same command again to resume: finished episodes are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+USAGE = __doc__ + """
+Config groups (choose with group=name, set fields with group.key=value):
+  env:   {env}
+  agent: {agent}
+  eval:  {eval}
+Show the composed config without running: vla-rollout --cfg [overrides...]
+"""
+
+
+def spec_from_config(cfg: dict):
+    from vla.eval.evaluate import EvalSpec
+
+    ev = dict(cfg["eval"])
+    known = set(EvalSpec.__dataclass_fields__) - {"env", "agent", "out", "record", "extra"}
+    unknown = sorted(set(ev) - known)
+    if unknown:
+        raise ValueError(f"unknown eval option(s) {unknown}; valid: {sorted(known)}")
+    extra = {k: cfg[k] for k in ("gst",) if cfg.get(k)}
+    return EvalSpec(env=cfg["env"], agent=cfg["agent"], out=cfg["out"], record=cfg.get("record"), extra=extra, **ev)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from vla.config import compose, groups
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help") for a in argv):
+        print(USAGE.format(env=", ".join(groups("env")), agent=", ".join(groups("agent")), eval=", ".join(groups("eval"))))
+        return 0
+    show = "--cfg" in argv
+    argv = [a for a in argv if a != "--cfg"]
+    try:
+        cfg = compose("rollout", argv)
+        if show:
+            print(json.dumps(cfg, indent=2))
+            return 0
+        from vla.eval.evaluate import evaluate
+
+        summary = evaluate(spec_from_config(cfg), progress=bool(cfg.get("progress", True)))
+    except ValueError as exc:
+        print(f"vla-rollout: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("vla-rollout: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+    rate = summary["success_rate"]
+    print(f"{summary['suite']} · {summary['agent']}: {summary['successes']}/{summary['episodes']} successful"
+          + (f" ({100 * rate:.1f}%)" if rate is not None else "") + (f", {summary['errors']} errors" if summary["errors"] else "")
+          + f" -> {cfg['out']}/summary.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""``episodes.jsonl``: the append-only record of finished episodes, and the basis of resume.
+
+One JSON line per finished episode, written by a single process with one ``write`` + ``fsync``.
+A run killed at any moment leaves at most a torn last line, which :class:`EpisodeStore` drops
+(and rewrites the file without) when it opens; every complete line is an episode that will never
+run again. Keys are ``(task_id, trial)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+REQUIRED = ("suite", "task_id", "task", "trial", "success", "steps", "seconds", "error")
+
+
+class EpisodeStore:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.records: list[dict[str, Any]] = []
+        self._keys: set[tuple[int, int]] = set()
+        self._load()
+        self._fh = open(self.path, "a", encoding="utf-8")
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            return
+        good_lines, torn = [], 0
+        with open(self.path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                    if not line.endswith("\n") or not all(k in rec for k in REQUIRED):
+                        raise ValueError
+                except ValueError:
+                    torn += 1
+                    continue
+                key = (int(rec["task_id"]), int(rec["trial"]))
+                if key in self._keys:
+                    continue  # cannot happen with one writer; tolerate a hand-edited file
+                self._keys.add(key)
+                self.records.append(rec)
+                good_lines.append(line)
+        if torn:
+            tmp = self.path.with_suffix(".jsonl.tmp")
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.writelines(good_lines)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+
+    def __contains__(self, key: tuple[int, int]) -> bool:
+        return key in self._keys
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.records)
+
+    def append(self, record: dict[str, Any]) -> None:
+        key = (int(record["task_id"]), int(record["trial"]))
+        if key in self._keys:
+            raise ValueError(f"episode {key} is already recorded in {self.path}")
+        self._fh.write(json.dumps(record, sort_keys=False) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._keys.add(key)
+        self.records.append(record)
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def summarize(records: list[dict[str, Any]], tasks: dict[int, str], header: dict[str, Any]) -> dict[str, Any]:
+    """``summary.json``: overall and per-task success (errors count as failures and are counted)."""
+    per_task: dict[str, dict[str, Any]] = {}
+    for tid, name in sorted(tasks.items()):
+        recs = [r for r in records if int(r["task_id"]) == tid]
+        succ = sum(bool(r["success"]) for r in recs)
+        per_task[str(tid)] = {
+            "task": name,
+            "episodes": len(recs),
+            "successes": succ,
+            "errors": sum(r["error"] is not None for r in recs),
+            "success_rate": succ / len(recs) if recs else None,
+        }
+    n = sum(v["episodes"] for v in per_task.values())
+    succ = sum(v["successes"] for v in per_task.values())
+    return {
+        **header,
+        "episodes": n,
+        "successes": succ,
+        "errors": sum(v["errors"] for v in per_task.values()),
+        "success_rate": succ / n if n else None,
+        "per_task": per_task,
+    }
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)

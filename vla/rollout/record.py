@@ -1,0 +1,168 @@
+"""Demonstrations as HDF5, in the layout of the official LIBERO datasets, plus what the memory needs.
+
+Per task one file ``<task name>_demo.hdf5``::
+
+    data/                       attrs: env_name, problem_info, bddl_file_name, bddl_file_content,
+                                       env_args, language_instruction, image_orientation,
+                                       num_demos, total
+    data/demo_<i>/actions       (T, 7) float64
+    data/demo_<i>/states        (T, S) flattened MuJoCo states (when the env exposes them)
+    data/demo_<i>/robot_states  (T, 9) gripper qpos, eef pos, eef quat
+    data/demo_<i>/rewards, dones (T,) uint8
+    data/demo_<i>/obs/agentview_rgb, eye_in_hand_rgb           (T, H, W, 3) uint8
+    data/demo_<i>/obs/ee_states, ee_pos, ee_ori, gripper_states, joint_states
+    data/demo_<i>/obs/<cam>_depth (T, H, W) float32 metres, <cam>_instance (T, H, W) int32,
+                      <cam>_K (T, 3, 3), <cam>_T_world_cam (T, 4, 4)
+                                attrs: num_samples, init_state, trial, instance_names, instance_labels
+
+``obs[t]`` is the observation on which ``actions[t]`` was taken. Every episode streams into its own
+file under ``.episodes/`` (so workers never share a file and a killed run keeps every finished
+demo); :func:`merge_demos` assembles the per-task files, ordered by trial.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from envs.base import Observation
+
+from .runtime import Episode, EpisodeResult, Subscriber
+from .video import episode_stem
+
+_EPISODE_DIR = ".episodes"
+
+
+class _Stream:
+    """Append-only resizable datasets, one row per step."""
+
+    def __init__(self, group: h5py.Group) -> None:
+        self.group = group
+        self.n = 0
+
+    def append(self, name: str, value: Any) -> None:
+        arr = np.asarray(value)
+        if name not in self.group:
+            compression = "lzf" if arr.ndim >= 2 else None
+            self.group.create_dataset(name, shape=(0,) + arr.shape, maxshape=(None,) + arr.shape, dtype=arr.dtype, chunks=(1,) + arr.shape, compression=compression)
+        ds = self.group[name]
+        ds.resize(ds.shape[0] + 1, axis=0)
+        ds[-1] = arr
+
+
+def _camera_prefix(env: Any, camera: str) -> str:
+    return getattr(env, "record_names", {}).get(camera, camera)
+
+
+class DemoRecorder(Subscriber):
+    """Records successful episodes (failed ones are discarded) under ``<root>/.episodes/``."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self._file: h5py.File | None = None
+        self._tmp: Path | None = None
+        self._prev: Observation | None = None
+
+    def on_episode_start(self, episode: Episode) -> None:
+        d = self.root / _EPISODE_DIR
+        d.mkdir(parents=True, exist_ok=True)
+        self._tmp = d / f".{episode_stem(episode.key)}.{os.getpid()}.tmp.hdf5"
+        self._file = h5py.File(self._tmp, "w")
+        demo = self._file.create_group("data/demo_0")
+        self._demo, self._obs = _Stream(demo), _Stream(demo.create_group("obs"))
+        attrs = getattr(episode.env, "dataset_attrs", lambda: {})()
+        for k, v in attrs.items():
+            self._file["data"].attrs[k] = v
+        self._file["data"].attrs["language_instruction"] = episode.instruction
+        names = episode.observation.extra.get("object_names", {}) if episode.observation else {}
+        demo.attrs["instance_names"] = json.dumps({str(k): v for k, v in names.items()})
+        labels = next(iter(episode.observation.cameras.values())).labels if episode.observation and episode.observation.cameras else {}
+        demo.attrs["instance_labels"] = json.dumps({str(k): v for k, v in labels.items()})
+        demo.attrs["trial"] = int(episode.key["trial"])
+        self._prev = episode.observation
+        self._state = getattr(episode.env, "sim_state", None)
+        self._prev_state = self._state() if self._state else None
+
+    def on_step(self, episode, action, observation, reward, info) -> None:
+        obs, env = self._prev, episode.env
+        for cam, f in obs.cameras.items():
+            p = _camera_prefix(env, cam)
+            self._obs.append(f"{p}_rgb", f.rgb)
+            self._obs.append(f"{p}_depth", f.depth)
+            if f.instance is not None:
+                self._obs.append(f"{p}_instance", f.instance)
+            self._obs.append(f"{p}_K", f.K)
+            self._obs.append(f"{p}_T_world_cam", f.T_world_cam)
+        self._obs.append("state", obs.state)
+        for k in ("ee_states", "gripper_states", "joint_states"):
+            if k in obs.extra:
+                self._obs.append(k, obs.extra[k])
+        if "ee_states" in obs.extra:
+            self._obs.append("ee_pos", obs.extra["ee_states"][:3])
+            self._obs.append("ee_ori", obs.extra["ee_states"][3:])
+        if "robot_state" in obs.extra:
+            self._demo.append("robot_states", obs.extra["robot_state"])
+        self._demo.append("actions", np.asarray(action, dtype=np.float64))
+        self._demo.append("rewards", np.uint8(reward > 0))
+        self._demo.append("dones", np.uint8(bool(info.get("success"))))
+        if self._state is not None:
+            self._demo.append("states", self._prev_state)
+            self._prev_state = self._state()
+        self._prev = observation
+
+    def on_episode_end(self, episode: Episode, result: EpisodeResult) -> None:
+        if self._file is None:
+            return
+        demo = self._file["data/demo_0"]
+        n = demo["actions"].shape[0] if "actions" in demo else 0
+        demo.attrs["num_samples"] = n
+        if "states" in demo and n:
+            demo.attrs["init_state"] = demo["states"][0]
+        self._file.close()
+        self._file = None
+        if result.success and result.error is None and n:
+            final = self.root / _EPISODE_DIR / f"{episode_stem(episode.key)}.hdf5"
+            os.replace(self._tmp, final)
+            result.extra["demo"] = str(final.relative_to(self.root))
+        else:
+            self._tmp.unlink(missing_ok=True)
+
+
+_TRIAL_RE = re.compile(r"_task(\d+)_trial(\d+)\.hdf5$")
+
+
+def merge_demos(root: str | Path, task_names: dict[int, str]) -> list[Path]:
+    """Assemble ``<root>/<task name>_demo.hdf5`` per task from the per-episode files (idempotent)."""
+    root = Path(root)
+    by_task: dict[int, list[tuple[int, Path]]] = {}
+    for p in sorted((root / _EPISODE_DIR).glob("*.hdf5")):
+        if p.name.startswith("."):
+            continue
+        m = _TRIAL_RE.search(p.name)
+        if m:
+            by_task.setdefault(int(m.group(1)), []).append((int(m.group(2)), p))
+    written = []
+    for task_id, items in sorted(by_task.items()):
+        out = root / f"{task_names.get(task_id, f'task{task_id:03d}')}_demo.hdf5"
+        tmp = out.with_suffix(".hdf5.tmp")
+        total = 0
+        with h5py.File(tmp, "w") as dst:
+            data = dst.create_group("data")
+            for i, (_, path) in enumerate(sorted(items)):
+                with h5py.File(path, "r") as src:
+                    if i == 0:
+                        for k, v in src["data"].attrs.items():
+                            data.attrs[k] = v
+                    src.copy(src["data/demo_0"], data, name=f"demo_{i}")
+                    total += int(src["data/demo_0"].attrs["num_samples"])
+            data.attrs["num_demos"] = len(items)
+            data.attrs["total"] = total
+        os.replace(tmp, out)
+        written.append(out)
+    return written
