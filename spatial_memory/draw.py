@@ -112,22 +112,27 @@ def draw_disk(img: np.ndarray, frame: TopDownFrame, xy: np.ndarray, radius_px: f
 
 
 def draw_polyline(img: np.ndarray, frame: TopDownFrame, xy: np.ndarray, colour=RED, thickness_px: float = 3.0) -> np.ndarray:
-    """A world-xy polyline (Nx2) drawn with round joins."""
+    """A world-xy polyline (Nx2) drawn with round joins: the union of disks of radius
+    ``thickness_px / 2`` centred at points spaced at most half a pixel along it (vectorised)."""
     uv = frame.world_to_pixel(np.asarray(xy, dtype=np.float64).reshape(-1, 2)[:, :2])
     if len(uv) == 0:
         return img
-    samples = [uv[:1]]
-    for a, b in zip(uv[:-1], uv[1:]):
-        n = max(int(np.ceil(np.linalg.norm(b - a) / 0.5)), 1)
-        samples.append(a + (b - a) * (np.arange(1, n + 1)[:, None] / n))
-    pts = np.concatenate(samples)
+    seg = uv[1:] - uv[:-1]
+    n = np.maximum(np.ceil(np.linalg.norm(seg, axis=1) / 0.5).astype(np.int64), 1)
+    owner = np.repeat(np.arange(len(seg)), n)
+    frac = (np.arange(len(owner)) - np.repeat(np.cumsum(n) - n, n) + 1) / np.repeat(n, n)
+    pts = np.concatenate([uv[:1], uv[:-1][owner] + seg[owner] * frac[:, None]])
+    q = np.round(pts * 4).astype(np.int64) + (1 << 30)  # drop samples closer than a quarter pixel
+    pts = pts[np.unique((q[:, 0] << 32) | q[:, 1], return_index=True)[1]]
+    r = max(thickness_px / 2, 0.5)
+    R = int(np.ceil(r)) + 1
+    base = np.floor(pts).astype(np.int64)
     layer = np.zeros(img.shape[:2], dtype=bool)
-    r = thickness_px / 2
-    for p in pts[np.unique(np.round(pts * 2).astype(np.int64), axis=0, return_index=True)[1]]:
-        hit = _disk_mask(frame, p, r)
-        if hit is not None:
-            rs, cs, m = hit
-            layer[rs, cs] |= m
+    for dr in range(-R, R + 1):
+        for dc in range(-R, R + 1):
+            c, rr = base[:, 0] + dc, base[:, 1] + dr
+            hit = ((c + 0.5 - pts[:, 0]) ** 2 + (rr + 0.5 - pts[:, 1]) ** 2 <= r * r) & (c >= 0) & (c < frame.width) & (rr >= 0) & (rr < frame.height)
+            layer[rr[hit], c[hit]] = True
     img[layer] = colour
     return img
 

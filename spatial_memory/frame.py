@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .geometry import as_pose
+
 _ROT_TOL = 1e-4
 
 
@@ -48,14 +50,7 @@ class CameraFrame:
             raise ValueError(f"CameraFrame.K must be a finite 3x3 matrix, got {K.shape}")
         if K[0, 0] == 0 or K[1, 1] == 0 or not np.allclose(K[2], [0, 0, 1]) or K[0, 1] != 0 or K[1, 0] != 0:
             raise ValueError(f"CameraFrame.K must be [[fx,0,cx],[0,fy,cy],[0,0,1]] with fx, fy != 0, got {K.tolist()}")
-        T = np.asarray(self.T_world_cam, dtype=np.float64)
-        if T.shape != (4, 4) or not np.all(np.isfinite(T)):
-            raise ValueError("CameraFrame.T_world_cam must be a finite 4x4 matrix")
-        if not np.allclose(T[3], [0, 0, 0, 1]):
-            raise ValueError(f"CameraFrame.T_world_cam bottom row must be [0,0,0,1], got {T[3].tolist()}")
-        R = T[:3, :3]
-        if not np.allclose(R.T @ R, np.eye(3), atol=_ROT_TOL) or abs(np.linalg.det(R) - 1) > _ROT_TOL:
-            raise ValueError("CameraFrame.T_world_cam rotation is not a proper rotation (orthonormal, det +1)")
+        T = as_pose(self.T_world_cam, "CameraFrame.T_world_cam", _ROT_TOL)
         if self.instance is not None:
             inst = self.instance
             if not isinstance(inst, np.ndarray) or inst.shape != rgb.shape[:2]:

@@ -1,0 +1,501 @@
+"""The compiled inner loops of the memory (numba, ``cache=True``), one function per pass over pixels,
+points or voxels. Everything here works on plain arrays; the classes that own the arrays
+(:mod:`.voxels`, :mod:`.objects`, :mod:`.memory`) hold the meaning.
+
+Conventions: pixel centres sit at integer coordinates (``u = fx x / z + cx`` is a column index), the
+same as :func:`.geometry.pixel_rays`. ``fx`` may be negative (a mirrored image). Voxel ``(i, j, k)``
+covers ``[i s, (i+1) s) x [j s, (j+1) s) x [k s, (k+1) s)`` for voxel size ``s``; its key packs the
+three indices (each offset by 2**20, 21 bits) into one non-negative int64. Voxels are found through
+4x4x4 blocks: a hash table (open addressing, linear probing, ``-1`` = empty slot) maps a block's key
+to a block index, and a dense 64-entry row per block holds its voxels' indices (-1 = none), so
+neighbouring pixels, which fall in the same block, cost one hash probe between them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+KEY_OFFSET = 1 << 20  # voxel indices must lie in [-2**20, 2**20): +-52 km at 5 cm
+KEY_BITS = 21
+EMPTY = -1
+HITS_MAX = 1 << 20
+VOTE_MAX = 1 << 10
+_HASH_MUL = -7046029254386353131  # 0x9E3779B97F4A7C15 (Fibonacci hashing) as a signed int64
+BLOCK_SHIFT = 2
+BLOCK = 1 << BLOCK_SHIFT  # voxels are indexed in blocks of 4x4x4: hash the block, then a dense table
+
+
+@njit(cache=True, inline="always")
+def _pack(i, j, k):
+    return ((i + KEY_OFFSET) << (2 * KEY_BITS)) | ((j + KEY_OFFSET) << KEY_BITS) | (k + KEY_OFFSET)
+
+
+@njit(cache=True, inline="always")
+def _home_slot(key, bits):
+    return ((key * _HASH_MUL) >> (64 - bits)) & ((1 << bits) - 1)
+
+
+@njit(cache=True, inline="always")
+def _block_key(i, j, k):
+    return _pack(i >> BLOCK_SHIFT, j >> BLOCK_SHIFT, k >> BLOCK_SHIFT)
+
+
+@njit(cache=True, inline="always")
+def _local(i, j, k):
+    m = BLOCK - 1
+    return ((i & m) * BLOCK + (j & m)) * BLOCK + (k & m)
+
+
+@njit(cache=True)
+def _find_block(table, bits, key, n_blk, blk_vox, blk_ijk, bi, bj, bk, insert):
+    """Block index of the block (bi, bj, bk) with key ``key`` (inserting an empty block when
+    ``insert``), -1 if absent."""
+    mask = (1 << bits) - 1
+    s = _home_slot(key, bits)
+    while True:
+        kk = table[s, 0]
+        if kk == key:
+            return table[s, 1]
+        if kk == EMPTY:
+            if not insert:
+                return -1
+            b = n_blk[0]
+            n_blk[0] = b + 1
+            table[s, 0] = key
+            table[s, 1] = b
+            blk_vox[b, :] = -1
+            blk_ijk[b, 0] = bi
+            blk_ijk[b, 1] = bj
+            blk_ijk[b, 2] = bk
+            return b
+        s = (s + 1) & mask
+
+
+@njit(cache=True)
+def index_voxels(table, bits, n_blk, blk_vox, blk_ijk, vox_ijk, start, n):
+    """Enter voxels ``start..n-1`` (by their ``ijk``) into the block index (building blocks as needed;
+    the caller guarantees room)."""
+    for v in range(start, n):
+        i, j, k = np.int64(vox_ijk[v, 0]), np.int64(vox_ijk[v, 1]), np.int64(vox_ijk[v, 2])
+        b = _find_block(table, bits, _block_key(i, j, k), n_blk, blk_vox, blk_ijk, i >> BLOCK_SHIFT, j >> BLOCK_SHIFT, k >> BLOCK_SHIFT, True)
+        blk_vox[b, _local(i, j, k)] = v
+
+
+@njit(cache=True)
+def lookup_voxels(table, bits, blk_vox, ijk):
+    """Voxel index of each row of Mx3 ``ijk`` (-1 where the voxel is not in the map)."""
+    out = np.full(ijk.shape[0], -1, dtype=np.int64)
+    dummy = np.zeros(1, dtype=np.int64)
+    dummy_ijk = np.zeros((1, 3), dtype=np.int32)
+    for m in range(ijk.shape[0]):
+        i, j, k = np.int64(ijk[m, 0]), np.int64(ijk[m, 1]), np.int64(ijk[m, 2])
+        b = _find_block(table, bits, _block_key(i, j, k), dummy, blk_vox, dummy_ijk, 0, 0, 0, False)
+        if b >= 0:
+            out[m] = blk_vox[b, _local(i, j, k)]
+    return out
+
+
+@njit(cache=True)
+def backproject_world(depth, instance, slot_of_id, T_world_cam, fx, fy, cx, cy, min_depth, max_depth, stride, pts, pix, slot):
+    """World points of the valid pixels of a z-depth image (every ``stride``-th row and column).
+
+    Writes ``pts[n] = T_world_cam (z (u - cx)/fx, z (v - cy)/fy, z)``, ``pix[n] = v W + u`` and
+    ``slot[n] = slot_of_id[instance[v, u]]`` (-1 for ids outside the table or no instance image);
+    returns n. Valid: finite, ``min_depth <= z <= max_depth``.
+    """
+    H, W = depth.shape
+    have_inst = instance.shape[0] == H
+    n_ids = slot_of_id.shape[0]
+    r00, r01, r02, t0 = T_world_cam[0, 0], T_world_cam[0, 1], T_world_cam[0, 2], T_world_cam[0, 3]
+    r10, r11, r12, t1 = T_world_cam[1, 0], T_world_cam[1, 1], T_world_cam[1, 2], T_world_cam[1, 3]
+    r20, r21, r22, t2 = T_world_cam[2, 0], T_world_cam[2, 1], T_world_cam[2, 2], T_world_cam[2, 3]
+    n = 0
+    for v in range(0, H, stride):
+        yr = (v - cy) / fy
+        for u in range(0, W, stride):
+            z = np.float64(depth[v, u])
+            if not (z >= min_depth and z <= max_depth):  # also rejects NaN
+                continue
+            x = (u - cx) / fx * z
+            y = yr * z
+            pts[n, 0] = r00 * x + r01 * y + r02 * z + t0
+            pts[n, 1] = r10 * x + r11 * y + r12 * z + t1
+            pts[n, 2] = r20 * x + r21 * y + r22 * z + t2
+            pix[n] = v * W + u
+            s = -1
+            if have_inst:
+                iid = instance[v, u]
+                if iid >= 0 and iid < n_ids:
+                    s = slot_of_id[iid]
+            slot[n] = s
+            n += 1
+    return n
+
+
+@njit(cache=True)
+def segment_samples(slot, pts, n_slots, max_per_slot, seg_pts, seg_count, seg_sum):
+    """Per instance slot: pixel count, coordinate sum and an evenly strided sample of its points.
+
+    ``seg_pts[s, :min(count, max_per_slot)]`` receives the sample (raster order, stride chosen from
+    the count so the sample spans the whole segment).
+    """
+    n = slot.shape[0]
+    for s in range(n_slots):
+        seg_count[s] = 0
+        seg_sum[s, 0] = 0.0
+        seg_sum[s, 1] = 0.0
+        seg_sum[s, 2] = 0.0
+    for m in range(n):
+        s = slot[m]
+        if s >= 0:
+            seg_count[s] += 1
+            seg_sum[s, 0] += pts[m, 0]
+            seg_sum[s, 1] += pts[m, 1]
+            seg_sum[s, 2] += pts[m, 2]
+    seen = np.zeros(n_slots, dtype=np.int64)
+    taken = np.zeros(n_slots, dtype=np.int64)
+    for m in range(n):
+        s = slot[m]
+        if s < 0:
+            continue
+        c = seg_count[s]
+        # take the point whose rank r makes floor(r * k / c) step up (k = sample size): k evenly spread points
+        k = min(c, max_per_slot)
+        r = seen[s]
+        seen[s] = r + 1
+        if (r * k) // c != ((r + 1) * k) // c and taken[s] < k:
+            seg_pts[s, taken[s], 0] = pts[m, 0]
+            seg_pts[s, taken[s], 1] = pts[m, 1]
+            seg_pts[s, taken[s], 2] = pts[m, 2]
+            taken[s] += 1
+
+
+@njit(cache=True, inline="always")
+def _fuse_run(idx, k, sr, sg, sb, lab, vox_f, vox_i, w_max):
+    """Fuse a run of ``k`` consecutive points that fell in voxel ``idx`` with one object label:
+    colour sums ``sr, sg, sb``."""
+    w = vox_f[idx, 3]
+    inv = 1.0 / (w + k)
+    vox_f[idx, 0] = (vox_f[idx, 0] * w + sr) * inv
+    vox_f[idx, 1] = (vox_f[idx, 1] * w + sg) * inv
+    vox_f[idx, 2] = (vox_f[idx, 2] * w + sb) * inv
+    vox_f[idx, 3] = min(w + k, w_max)
+    h = vox_i[idx, 0]
+    vox_i[idx, 0] = k if h <= 0 else min(h + k, HITS_MAX)
+    vote = vox_i[idx, 2]
+    if vote == 0 or vox_i[idx, 1] == lab:
+        vox_i[idx, 1] = lab
+        vox_i[idx, 2] = min(vote + k, VOTE_MAX)
+    elif vote >= k:
+        vox_i[idx, 2] = vote - k
+    else:  # the new label wins the vote
+        vox_i[idx, 1] = lab
+        vox_i[idx, 2] = k - vote
+
+
+@njit(cache=True)
+def integrate_points(start, pts, pix, slot, obj_of_slot, rgb_flat, inv_voxel, table, bits, n_blk, blk_vox, blk_ijk, n_vox, vox_ijk, vox_f, vox_i, w_max):
+    """Fuse points ``start..`` into the voxels: colour running mean (weight capped at ``w_max``),
+    hit count, and a weighted majority vote (Boyer-Moore) of the object index per voxel (-1 = not
+    an object). Consecutive points in the same voxel with the same label (most neighbouring pixels)
+    are summed first and fused as one run.
+
+    ``vox_f[v] = (r, g, b, colour weight)``, ``vox_i[v] = (hits, label, vote)``. Stops early, returning
+    the index of the first point not fused, when the voxel or block arrays are full or the block
+    table would pass half full; the caller grows them and calls again. Returns ``len(pts)`` when done.
+    """
+    cap_vox = vox_ijk.shape[0]
+    cap_blk = blk_vox.shape[0]
+    cap_table = table.shape[0]
+    last_vkey = np.int64(-2)
+    last_bkey = np.int64(-2)
+    b = 0
+    idx = -1
+    k = 0
+    sr, sg, sb = 0.0, 0.0, 0.0
+    run_lab = -1
+    for m in range(start, pts.shape[0]):
+        i = np.int64(np.floor(pts[m, 0] * inv_voxel))
+        j = np.int64(np.floor(pts[m, 1] * inv_voxel))
+        kz = np.int64(np.floor(pts[m, 2] * inv_voxel))
+        vkey = _pack(i, j, kz)
+        lab = -1 if slot[m] < 0 else obj_of_slot[slot[m]]
+        p = pix[m]
+        if vkey == last_vkey and lab == run_lab:
+            k += 1
+            sr += rgb_flat[p, 0]
+            sg += rgb_flat[p, 1]
+            sb += rgb_flat[p, 2]
+            continue
+        if k > 0:
+            _fuse_run(idx, k, sr, sg, sb, run_lab, vox_f, vox_i, w_max)
+            k = 0
+        if vkey != last_vkey:
+            bkey = _block_key(i, j, kz)
+            if bkey != last_bkey:
+                if n_blk[0] >= cap_blk or 2 * (n_blk[0] + 1) > cap_table:
+                    return m
+                b = _find_block(table, bits, bkey, n_blk, blk_vox, blk_ijk, i >> BLOCK_SHIFT, j >> BLOCK_SHIFT, kz >> BLOCK_SHIFT, True)
+                last_bkey = bkey
+            loc = _local(i, j, kz)
+            idx = blk_vox[b, loc]
+            if idx < 0:
+                if n_vox[0] >= cap_vox:
+                    last_vkey = np.int64(-2)
+                    return m
+                idx = n_vox[0]
+                n_vox[0] = idx + 1
+                blk_vox[b, loc] = idx
+                vox_ijk[idx, 0] = i
+                vox_ijk[idx, 1] = j
+                vox_ijk[idx, 2] = kz
+                vox_f[idx, 0] = 0.0
+                vox_f[idx, 1] = 0.0
+                vox_f[idx, 2] = 0.0
+                vox_f[idx, 3] = 0.0
+                vox_i[idx, 0] = 0
+                vox_i[idx, 1] = -1
+                vox_i[idx, 2] = 0
+            last_vkey = vkey
+        k = 1
+        sr, sg, sb = np.float64(rgb_flat[p, 0]), np.float64(rgb_flat[p, 1]), np.float64(rgb_flat[p, 2])
+        run_lab = lab
+    if k > 0:
+        _fuse_run(idx, k, sr, sg, sb, run_lab, vox_f, vox_i, w_max)
+    return pts.shape[0]
+
+
+@njit(cache=True, inline="always")
+def _to_pixel(x, y, z, T_cam_world, fx, fy, cx, cy):
+    """(column, row, z_cam) of a world point; column -1 when it is not in front of the camera."""
+    zc = T_cam_world[2, 0] * x + T_cam_world[2, 1] * y + T_cam_world[2, 2] * z + T_cam_world[2, 3]
+    if zc <= 1e-6:
+        return np.int64(-1), np.int64(-1), zc
+    xc = T_cam_world[0, 0] * x + T_cam_world[0, 1] * y + T_cam_world[0, 2] * z + T_cam_world[0, 3]
+    yc = T_cam_world[1, 0] * x + T_cam_world[1, 1] * y + T_cam_world[1, 2] * z + T_cam_world[1, 3]
+    return np.int64(np.floor(fx * xc / zc + cx + 0.5)), np.int64(np.floor(fy * yc / zc + cy + 0.5)), zc
+
+
+@njit(cache=True, inline="always")
+def _measured(depth, u, v):
+    """Depth at pixel (u, v), or -1 when outside the image or invalid (0, inf, NaN say nothing);
+    callers test ``d > 0`` first, so a point behind the camera (u = -1) never counts."""
+    H, W = depth.shape
+    if u < 0 or u >= W or v < 0 or v >= H:
+        return -1.0
+    d = np.float64(depth[v, u])
+    return d if (d > 0.0 and d < np.inf) else -1.0
+
+
+@njit(cache=True)
+def carve_voxels(blk_ijk, blk_vox, n_blk, vox_ijk, vox_i, voxel, T_cam_world, fx, fy, cx, cy, depth, margin_abs, margin_rel):
+    """Free-space evidence: every occupied voxel whose centre the depth image sees through (the
+    measured depth at its pixel lies beyond it by more than ``margin_abs + margin_rel * z``) loses
+    half its hits plus one (at <= 0 it no longer counts as occupied; a new hit revives it).
+    Blocks wholly outside the camera's view are skipped. Returns the number of voxels freed."""
+    H, W = depth.shape
+    radius = 0.5 * np.sqrt(3.0) * BLOCK * voxel
+    afx, afy = abs(fx), abs(fy)
+    freed = 0
+    for b in range(n_blk):
+        bx = (blk_ijk[b, 0] * BLOCK + 0.5 * BLOCK) * voxel
+        by = (blk_ijk[b, 1] * BLOCK + 0.5 * BLOCK) * voxel
+        bz = (blk_ijk[b, 2] * BLOCK + 0.5 * BLOCK) * voxel
+        zc = T_cam_world[2, 0] * bx + T_cam_world[2, 1] * by + T_cam_world[2, 2] * bz + T_cam_world[2, 3]
+        if zc < -radius:
+            continue
+        if zc > radius:  # wholly in front: test the block's circle against the image
+            xc = T_cam_world[0, 0] * bx + T_cam_world[0, 1] * by + T_cam_world[0, 2] * bz + T_cam_world[0, 3]
+            yc = T_cam_world[1, 0] * bx + T_cam_world[1, 1] * by + T_cam_world[1, 2] * bz + T_cam_world[1, 3]
+            u = fx * xc / zc + cx
+            v = fy * yc / zc + cy
+            ru = afx * radius / (zc - radius) + 1.0
+            rv = afy * radius / (zc - radius) + 1.0
+            if u + ru < -0.5 or u - ru > W - 0.5 or v + rv < -0.5 or v - rv > H - 0.5:
+                continue
+        for loc in range(BLOCK * BLOCK * BLOCK):
+            vx = blk_vox[b, loc]
+            if vx < 0:
+                continue
+            h = vox_i[vx, 0]
+            if h <= 0:
+                continue
+            x = (vox_ijk[vx, 0] + 0.5) * voxel
+            y = (vox_ijk[vx, 1] + 0.5) * voxel
+            z = (vox_ijk[vx, 2] + 0.5) * voxel
+            pu, pv, pz = _to_pixel(x, y, z, T_cam_world, fx, fy, cx, cy)
+            d = _measured(depth, pu, pv)
+            if d > 0.0 and d > pz + margin_abs + margin_rel * pz:  # free space where the voxel was
+                h = h // 2 - 1
+                vox_i[vx, 0] = h
+                if h <= 0:
+                    freed += 1
+    return freed
+
+
+@njit(cache=True)
+def carve_object_points(points, npts, n_obj, T_cam_world, fx, fy, cx, cy, depth, obj_img, margin_abs, margin_rel, removed):
+    """Drop the sample points of every object that the frame shows are no longer there, compacting
+    each object's sample in place; ``removed[o]`` receives how many went.
+
+    A point goes when the depth image sees through it, or (with an object image ``obj_img``, the
+    memory's object index per pixel, -1 = none; pass a 0x0 array without masks) when it is visible
+    at the measured depth (within the margin) but its pixel shows something else.
+    """
+    have_obj = obj_img.shape[0] == depth.shape[0]
+    for o in range(n_obj):
+        keep = 0
+        for m in range(npts[o]):
+            x, y, z = points[o, m, 0], points[o, m, 1], points[o, m, 2]
+            u, v, zc = _to_pixel(x, y, z, T_cam_world, fx, fy, cx, cy)
+            d = _measured(depth, u, v)
+            margin = margin_abs + margin_rel * zc
+            gone = d > 0.0 and (d > zc + margin or (have_obj and abs(d - zc) <= margin and obj_img[v, u] != o))
+            if not gone:
+                if keep != m:
+                    points[o, keep, 0] = x
+                    points[o, keep, 1] = y
+                    points[o, keep, 2] = z
+                keep += 1
+        removed[o] = npts[o] - keep
+        npts[o] = keep
+
+
+@njit(cache=True)
+def rasterize_columns(vox_ijk, vox_f, vox_i, n, voxel, x0, y1, mpp, z_max, wall_lo, wall_hi, top_z, top_rgb, wall_count, object_count):
+    """Splat occupied voxels below ``z_max`` into top-down pixel layers.
+
+    Pixel (row, col) has its centre at world ``(x0 + (col + 0.5) mpp, y1 - (row + 0.5) mpp)``. A
+    voxel covers the pixels whose centres fall in its xy cell (at least the pixel holding the
+    cell's centre). Per pixel: height and colour of the top-most voxel, the number of non-object
+    voxels with centre height in ``[wall_lo, wall_hi)``, and the number of object voxels.
+    """
+    H, W = top_z.shape
+    for v in range(n):
+        if vox_i[v, 0] <= 0:
+            continue
+        zc = (vox_ijk[v, 2] + 0.5) * voxel
+        if zc >= z_max:
+            continue
+        ua = (vox_ijk[v, 0] * voxel - x0) / mpp
+        ub = ua + voxel / mpp
+        va = (y1 - (vox_ijk[v, 1] + 1) * voxel) / mpp
+        vb = va + voxel / mpp
+        c0 = np.int64(np.ceil(ua - 0.5))
+        c1 = np.int64(np.ceil(ub - 0.5))
+        r0 = np.int64(np.ceil(va - 0.5))
+        r1 = np.int64(np.ceil(vb - 0.5))
+        if c1 <= c0:
+            c0 = np.int64(np.floor(0.5 * (ua + ub)))
+            c1 = c0 + 1
+        if r1 <= r0:
+            r0 = np.int64(np.floor(0.5 * (va + vb)))
+            r1 = r0 + 1
+        c0, c1 = max(c0, 0), min(c1, W)
+        r0, r1 = max(r0, 0), min(r1, H)
+        lab = vox_i[v, 1]
+        is_wall = lab < 0 and zc >= wall_lo and zc < wall_hi
+        for r in range(r0, r1):
+            for c in range(c0, c1):
+                if zc > top_z[r, c]:
+                    top_z[r, c] = zc
+                    top_rgb[r, c, 0] = np.uint8(min(max(vox_f[v, 0] + 0.5, 0.0), 255.0))
+                    top_rgb[r, c, 1] = np.uint8(min(max(vox_f[v, 1] + 0.5, 0.0), 255.0))
+                    top_rgb[r, c, 2] = np.uint8(min(max(vox_f[v, 2] + 0.5, 0.0), 255.0))
+                if is_wall:
+                    wall_count[r, c] += 1
+                if lab >= 0:
+                    object_count[r, c] += 1
+
+
+@njit(cache=True, inline="always")
+def _ptp_area(x, y, yaw):
+    c, s = np.cos(yaw), np.sin(yaw)
+    lo_a, hi_a, lo_b, hi_b = np.inf, -np.inf, np.inf, -np.inf
+    for m in range(x.shape[0]):
+        a = x[m] * c + y[m] * s
+        b = -x[m] * s + y[m] * c
+        lo_a, hi_a = min(lo_a, a), max(hi_a, a)
+        lo_b, hi_b = min(lo_b, b), max(hi_b, b)
+    return (hi_a - lo_a) * (hi_b - lo_b)
+
+
+@njit(cache=True, inline="always")
+def _quantile_sorted(v, q):
+    """``np.percentile(v, 100 q)`` (linear interpolation) of a sorted array."""
+    pos = q * (v.shape[0] - 1)
+    lo = int(np.floor(pos))
+    hi = min(lo + 1, v.shape[0] - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+@njit(cache=True)
+def fit_gravity_box(points, q_lo, q_hi):
+    """(cx, cy, cz, sx, sy, sz, yaw) of a gravity-aligned box around Nx3 points.
+
+    yaw (in [0, pi/2)) minimises the footprint area of the points' extents: a 5 degree search, then
+    0.5 degree steps around the best; the box's extents along its axes and z are the ``q_lo``..``q_hi``
+    quantiles, so a few outliers do not inflate it.
+    """
+    n = points.shape[0]
+    mx, my = 0.0, 0.0
+    for m in range(n):
+        mx += points[m, 0]
+        my += points[m, 1]
+    mx /= n
+    my /= n
+    x = np.empty(n)
+    y = np.empty(n)
+    for m in range(n):
+        x[m] = points[m, 0] - mx
+        y[m] = points[m, 1] - my
+    step = np.pi / 36.0
+    best, best_area = 0.0, np.inf
+    for a in range(18):
+        area = _ptp_area(x, y, a * step)
+        if area < best_area - 1e-12:
+            best, best_area = a * step, area
+    coarse = best
+    for a in range(-9, 10):
+        yaw = coarse + a * step / 10.0
+        area = _ptp_area(x, y, yaw)
+        if area < best_area - 1e-12:
+            best, best_area = yaw, area
+    yaw = best % (np.pi / 2)
+    c, s = np.cos(yaw), np.sin(yaw)
+    a_ = np.empty(n)
+    b_ = np.empty(n)
+    z_ = np.empty(n)
+    for m in range(n):
+        a_[m] = x[m] * c + y[m] * s
+        b_[m] = -x[m] * s + y[m] * c
+        z_[m] = points[m, 2]
+    a_.sort()
+    b_.sort()
+    z_.sort()
+    a0, a1 = _quantile_sorted(a_, q_lo), _quantile_sorted(a_, q_hi)
+    b0, b1 = _quantile_sorted(b_, q_lo), _quantile_sorted(b_, q_hi)
+    z0, z1 = _quantile_sorted(z_, q_lo), _quantile_sorted(z_, q_hi)
+    ma, mb = 0.5 * (a0 + a1), 0.5 * (b0 + b1)
+    out = np.empty(7)
+    out[0] = mx + c * ma - s * mb
+    out[1] = my + s * ma + c * mb
+    out[2] = 0.5 * (z0 + z1)
+    out[3] = a1 - a0
+    out[4] = b1 - b0
+    out[5] = z1 - z0
+    out[6] = yaw
+    return out
+
+
+@njit(cache=True)
+def object_image(pix, slot, obj_of_slot, H, W):
+    """HxW image of the memory's object index per pixel (-1 = none) from the back-projected points."""
+    out = np.full(H * W, -1, dtype=np.int32)
+    for m in range(pix.shape[0]):
+        s = slot[m]
+        if s >= 0:
+            out[pix[m]] = obj_of_slot[s]
+    return out.reshape(H, W)
+

@@ -1,0 +1,86 @@
+"""What the memory's top-down maps show, decided from voxels and objects (DESIGN §4).
+
+- Ceiling: every voxel whose centre is at or above ``ceiling_z`` is left out of every level.
+- Wall (hard and medium): a map pixel covered by at least ``min_wall_voxels`` occupied voxels that
+  belong to no object and whose centres lie in the height band ``wall_band`` (default 1.2-1.8 m: above
+  tables, sofas and beds, below door lintels). Unlabelled tall furniture counts as wall, as it does
+  for a robot that cannot tell the two apart.
+- Object footprint (medium): ``"box"`` = each object's gravity-aligned box footprint, filled with the
+  same polygon code the environments use for their ground truth; ``"voxels"`` = the map pixels
+  under the object's own voxels.
+- Easy: colour of the top-most observed voxel below the ceiling; white where nothing was seen.
+
+Heights are in the memory's frame, floor at z = 0 (the odometry frame of a ground robot).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, asdict
+
+import numpy as np
+
+from .draw import polygon_mask
+from .objects import ObjectRegistry
+from .topdown import TopDownFrame
+from .voxels import VoxelMap
+
+FOOTPRINTS = ("box", "voxels")
+
+
+@dataclass(frozen=True)
+class MapConfig:
+    ceiling_z: float = 2.2
+    wall_band: tuple[float, float] = (1.2, 1.8)
+    min_wall_voxels: int = 1
+    wall_dilate_px: int = 0
+    object_footprints: str = "box"
+
+    def __post_init__(self) -> None:
+        lo, hi = self.wall_band
+        if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+            raise ValueError(f"MapConfig.wall_band must be (low, high) with low < high, got {self.wall_band}")
+        if self.object_footprints not in FOOTPRINTS:
+            raise ValueError(f"MapConfig.object_footprints must be one of {FOOTPRINTS}, got {self.object_footprints!r}")
+        if self.min_wall_voxels < 1 or self.wall_dilate_px < 0:
+            raise ValueError("MapConfig needs min_wall_voxels >= 1 and wall_dilate_px >= 0")
+        object.__setattr__(self, "wall_band", (float(lo), float(hi)))
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["wall_band"] = list(self.wall_band)
+        return d
+
+
+def dilate(mask: np.ndarray, radius_px: int) -> np.ndarray:
+    """Binary dilation by a (2r+1)-pixel square."""
+    if radius_px <= 0:
+        return mask
+    out = mask.copy()
+    H, W = mask.shape
+    for dr in range(-radius_px, radius_px + 1):
+        for dc in range(-radius_px, radius_px + 1):
+            out[max(dr, 0) : H + min(dr, 0), max(dc, 0) : W + min(dc, 0)] |= mask[max(-dr, 0) : H + min(-dr, 0), max(-dc, 0) : W + min(-dc, 0)]
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class MapLayers:
+    """Boolean ``walls`` and ``objects`` and the ``colour`` image of one map frame."""
+
+    walls: np.ndarray
+    objects: np.ndarray
+    colour: np.ndarray
+    top_z: np.ndarray
+
+
+def map_layers(voxels: VoxelMap, registry: ObjectRegistry, frame: TopDownFrame, cfg: MapConfig) -> MapLayers:
+    raster = voxels.rasterize(frame, cfg.ceiling_z, cfg.wall_band)
+    walls = dilate(raster["wall_count"] >= cfg.min_wall_voxels, cfg.wall_dilate_px)
+    if cfg.object_footprints == "voxels":
+        objects = raster["object_count"] > 0
+    else:
+        objects = np.zeros((frame.height, frame.width), dtype=bool)
+        polys = [registry.view(o).footprint() for o in range(len(registry))
+                 if registry.a["n_obs"][o] > 0 and registry.a["center"][o, 2] - registry.a["size"][o, 2] / 2 < cfg.ceiling_z]
+        polygon_mask(frame, polys, out=objects)
+    return MapLayers(walls=walls, objects=objects, colour=raster["top_rgb"], top_z=raster["top_z"])

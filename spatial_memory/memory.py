@@ -1,0 +1,438 @@
+"""``SpatialMemory``: one global map of an episode, fused online from RGB-D frames (DESIGN §3).
+
+``integrate(frame)`` does, per frame:
+
+1. back-project the valid depth pixels into the memory's world frame (:mod:`._kernels`);
+2. group the labelled pixels by instance and fuse each group into the object registry
+   (:mod:`.objects`);
+3. carve: object sample points that the frame shows are gone (seen through, or visible but covered
+   by something else in the masks) are dropped, so moved objects are followed; every
+   ``carve_every`` frames the voxels the depth sees through lose evidence;
+4. fuse all points into the sparse voxel map (:mod:`.voxels`) with colour and object label;
+5. append the camera pose to the trajectory.
+
+Queries use DESIGN §4's conventions: egocentric direction 0 = straight ahead, left positive,
+(-180, 180]; distance = horizontal distance camera -> object centre; map heading 0 = image up.
+
+The memory lives in whatever frame its poses are in (the robot's odometry frame), floor at z = 0.
+Thread safety: one writer; other threads read a :meth:`snapshot`, which is copied under a lock.
+
+Room for what comes next: ``localize(frame)`` (pose of a frame that comes without one, from the
+objects and depth it shows) and registration of :meth:`topdown` to a given top-down image (a 2D
+similarity) will be read-only functions of a snapshot, beside :mod:`.maps`.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from . import _kernels as kern
+from . import serialization
+from .draw import BLUE, GREEN, RED, compose_level, draw_arrow, draw_disk, draw_polyline
+from .frame import CameraFrame
+from .geometry import as_pose, camera_yaw, egocentric_bearing, invert_T, vst_box_to_camera
+from .maps import MapConfig, MapLayers, map_layers
+from .objects import ASSOCIATIONS, MemoryObject, ObjectRegistry
+from .topdown import LEVELS, TopDownFrame
+from .voxels import VoxelMap
+
+FORMAT = "spatial_memory/1"
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """Every knob of the memory (saved with it).
+
+    voxel_size: metres. min_depth/max_depth: depth readings used, metres. pixel_stride: use every
+    n-th row and column. association: ``"instance"`` (stable mask ids) or ``"proximity"``
+    (detector mode). assoc_distance: metres, the least radius within which an observation joins an
+    object of its category in proximity mode. max_points / points_per_frame: object sample bounds.
+    carve_every: carve voxels every n frames (0 = never; object samples are carved every frame).
+    carve_margin: (metres, fraction of depth) beyond a point before depth counts as seeing through
+    it. structure_categories: labels that are scene structure, not objects. map: what the
+    top-down maps show.
+    """
+
+    voxel_size: float = 0.05
+    min_depth: float = 0.05
+    max_depth: float = 20.0
+    pixel_stride: int = 1
+    association: str = "instance"
+    assoc_distance: float = 0.3
+    max_points: int = 256
+    points_per_frame: int = 32
+    carve_every: int = 4
+    carve_margin: tuple[float, float] = (0.1, 0.03)
+    structure_categories: tuple[str, ...] = ("wall", "floor", "ceiling", "background")
+    colour_weight_max: float = 64.0
+    seed: int = 0
+    map: MapConfig = field(default_factory=MapConfig)
+
+    def __post_init__(self) -> None:
+        if not (np.isfinite(self.voxel_size) and self.voxel_size > 0):
+            raise ValueError(f"MemoryConfig.voxel_size must be a positive number of metres, got {self.voxel_size!r}")
+        if not (0 <= self.min_depth < self.max_depth and np.isfinite(self.max_depth)):
+            raise ValueError(f"MemoryConfig needs 0 <= min_depth < max_depth < inf, got {self.min_depth}, {self.max_depth}")
+        if int(self.pixel_stride) < 1 or int(self.carve_every) < 0:
+            raise ValueError("MemoryConfig needs pixel_stride >= 1 and carve_every >= 0")
+        if self.association not in ASSOCIATIONS:
+            raise ValueError(f"MemoryConfig.association must be one of {ASSOCIATIONS}, got {self.association!r}")
+        if isinstance(self.map, dict):
+            object.__setattr__(self, "map", MapConfig(**{**self.map, "wall_band": tuple(self.map.get("wall_band", (1.2, 1.8)))}))
+        object.__setattr__(self, "carve_margin", tuple(float(m) for m in self.carve_margin))
+        object.__setattr__(self, "structure_categories", tuple(self.structure_categories))
+
+    @classmethod
+    def tabletop(cls, **overrides) -> "MemoryConfig":
+        """Defaults for LIBERO-scale scenes (about 1 m): 1 cm voxels, depth up to 3 m, 2 cm carve margin."""
+        base = dict(voxel_size=0.01, min_depth=0.02, max_depth=3.0, assoc_distance=0.03, carve_margin=(0.02, 0.02))
+        return cls(**{**base, **overrides})
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["map"] = self.map.to_dict()
+        d["carve_margin"] = list(self.carve_margin)
+        d["structure_categories"] = list(self.structure_categories)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MemoryConfig":
+        d = dict(d)
+        d["carve_margin"] = tuple(d.get("carve_margin", (0.1, 0.03)))
+        d["structure_categories"] = tuple(d.get("structure_categories", ()))
+        return cls(**d)
+
+
+@dataclass(frozen=True, eq=False)
+class Pose:
+    """A camera pose of the trajectory: ``T_world_cam`` and the step it was taken at."""
+
+    T_world_cam: np.ndarray
+    step: int
+
+    @property
+    def position(self) -> np.ndarray:
+        return self.T_world_cam[:3, 3].copy()
+
+    @property
+    def yaw(self) -> float:
+        """World yaw of the viewing direction, radians from +x, counter-clockwise."""
+        return camera_yaw(self.T_world_cam)
+
+    @property
+    def heading_deg(self) -> float:
+        """Heading on the top-down map: 0 = image up (world +y), left positive, (-180, 180]."""
+        return TopDownFrame.yaw_to_map_heading(self.yaw)
+
+
+class SpatialMemory:
+    """Online global map: sparse voxels, an object registry and the trajectory (see module doc)."""
+
+    def __init__(self, voxel_size: float | None = None, config: MemoryConfig | None = None, **overrides):
+        cfg = config or MemoryConfig()
+        if voxel_size is not None:
+            overrides["voxel_size"] = voxel_size
+        if overrides:
+            cfg = replace(cfg, **overrides)
+        self.config = cfg
+        self.voxels = VoxelMap(cfg.voxel_size, cfg.colour_weight_max)
+        self.registry = ObjectRegistry(**self._registry_config(cfg))
+        self._traj_T = np.zeros((0, 4, 4), dtype=np.float64)
+        self._traj_step = np.zeros(0, dtype=np.int64)
+        self._n_traj = 0
+        self._n_frames = 0
+        self._lock = threading.Lock()
+        self.read_only = False
+
+    @staticmethod
+    def _registry_config(cfg: MemoryConfig) -> dict:
+        return dict(association=cfg.association, max_points=cfg.max_points, points_per_frame=cfg.points_per_frame, assoc_distance=cfg.assoc_distance, seed=cfg.seed)
+
+    def __repr__(self) -> str:
+        return f"SpatialMemory(voxels={len(self.voxels)}, objects={len(self.registry)}, frames={self._n_frames}, voxel_size={self.config.voxel_size})"
+
+    @property
+    def n_frames(self) -> int:
+        return self._n_frames
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise RuntimeError("this SpatialMemory is a read-only snapshot; integrate into the live memory")
+
+    # ================================================================================ fusion
+    def integrate(self, frame: CameraFrame, record_pose: bool = True) -> None:
+        """Fuse one RGB-D frame (and its instance masks, if any). ``record_pose=False`` fuses the
+        frame without adding its camera to the trajectory (a second camera on the same robot)."""
+        if not isinstance(frame, CameraFrame):
+            raise TypeError(f"integrate needs a CameraFrame, got {type(frame).__name__}")
+        cfg = self.config
+        reach = np.abs(frame.T_world_cam[:3, 3]).max() + cfg.max_depth
+        if reach >= 0.99 * kern.KEY_OFFSET * cfg.voxel_size:
+            raise ValueError(f"CameraFrame.T_world_cam translation {frame.T_world_cam[:3, 3].tolist()} is too far from the origin for voxel size {cfg.voxel_size}")
+        with self._lock:
+            self._writable()
+            self._integrate(frame, record_pose)
+
+    def _instance_slots(self, frame: CameraFrame) -> tuple[np.ndarray, list[int], list[str]]:
+        """Lookup table instance id -> slot for the frame's labelled, non-structure instances."""
+        ids = sorted(int(i) for i, cat in frame.labels.items() if i > 0 and cat not in self.config.structure_categories)
+        if frame.instance is None or not ids:
+            return np.full(1, -1, dtype=np.int32), [], []
+        if ids[-1] >= 1 << 24:
+            raise ValueError(f"CameraFrame.labels: instance ids must be < 2**24, got {ids[-1]}")
+        lut = np.full(ids[-1] + 1, -1, dtype=np.int32)
+        lut[ids] = np.arange(len(ids), dtype=np.int32)
+        return lut, ids, [frame.labels[i] for i in ids]
+
+    def _integrate(self, frame: CameraFrame, record_pose: bool) -> None:
+        cfg = self.config
+        T_cam_world = invert_T(frame.T_world_cam)
+        lut, slot_ids, slot_cats = self._instance_slots(frame)
+        pts, pix, slot = self._backproject(frame, lut)
+        obj_of_slot = self._observe_objects(frame.step, pts, slot, slot_ids, slot_cats)
+        self.registry.carve(T_cam_world, frame.K, frame.depth, self._object_image(frame, pix, slot, obj_of_slot), *cfg.carve_margin)
+        self.registry.refit_dirty()
+        self._n_frames += 1
+        if cfg.carve_every and self._n_frames % cfg.carve_every == 0:
+            self.voxels.carve(T_cam_world, frame.K, frame.depth, *cfg.carve_margin)
+        self.voxels.integrate(pts, pix, slot, obj_of_slot, frame.rgb.reshape(-1, 3))
+        if record_pose:
+            self._append_pose(frame.T_world_cam, frame.step)
+
+    def _backproject(self, frame: CameraFrame, lut: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """World points of the valid pixels, their flat pixel index and instance slot (-1 = none)."""
+        cfg, K = self.config, frame.K
+        H, W = frame.depth.shape
+        stride = int(cfg.pixel_stride)
+        n_max = ((H + stride - 1) // stride) * ((W + stride - 1) // stride)
+        pts = np.empty((n_max, 3), dtype=np.float32)
+        pix = np.empty(n_max, dtype=np.int64)
+        slot = np.empty(n_max, dtype=np.int32)
+        instance = frame.instance if frame.instance is not None else np.zeros((0, 0), dtype=np.int32)
+        n = kern.backproject_world(frame.depth, instance, lut, frame.T_world_cam, K[0, 0], K[1, 1], K[0, 2], K[1, 2], cfg.min_depth, cfg.max_depth, stride, pts, pix, slot)
+        return pts[:n], pix[:n], slot[:n]
+
+    def _observe_objects(self, step: int, pts: np.ndarray, slot: np.ndarray, slot_ids: list[int], slot_cats: list[str]) -> np.ndarray:
+        """Fuse each instance segment seen in the frame into the registry; the object index per slot."""
+        obj_of_slot = np.full(max(len(slot_ids), 1), -1, dtype=np.int32)
+        if not slot_ids:
+            return obj_of_slot
+        n_slots, M = len(slot_ids), self.registry.points_per_frame
+        seg_pts = np.zeros((n_slots, M, 3), dtype=np.float32)
+        seg_count = np.zeros(n_slots, dtype=np.int64)
+        seg_sum = np.zeros((n_slots, 3), dtype=np.float64)
+        kern.segment_samples(slot, pts, n_slots, M, seg_pts, seg_count, seg_sum)
+        seen = np.flatnonzero(seg_count > 0)
+        if len(seen):
+            samples = [seg_pts[s, : min(int(seg_count[s]), M)] for s in seen]
+            centroids = seg_sum[seen] / seg_count[seen, None]
+            obj_of_slot[seen] = self.registry.observe_segments(step, [slot_ids[s] for s in seen], [slot_cats[s] for s in seen], samples, centroids)
+        return obj_of_slot
+
+    @staticmethod
+    def _object_image(frame: CameraFrame, pix: np.ndarray, slot: np.ndarray, obj_of_slot: np.ndarray) -> np.ndarray | None:
+        """HxW memory object index per pixel (-1 = none); None for a frame without masks."""
+        if frame.instance is None:
+            return None
+        return kern.object_image(pix, slot, obj_of_slot, *frame.depth.shape)
+
+    def integrate_boxes(self, boxes: Iterable, T_world_cam: np.ndarray, step: int, categories: Iterable[str] | None = None, record_pose: bool = False) -> list[str]:
+        """Fuse 3D boxes detected in a camera frame (Visual-Spatial-Tuning's 9-DoF format).
+
+        ``boxes``: either ``(category, box9)`` pairs or dicts ``{"label"/"category": str,
+        "bbox_3d": box9}``, or plain ``box9`` rows with ``categories`` given separately.
+        ``box9 = [x, y, z, x_size, y_size, z_size, pitch, yaw, roll]`` in the OpenCV camera frame,
+        angles in degrees / 180 (see :func:`.geometry.vst_box_to_camera`). Objects are associated by
+        category and 3D proximity. Returns the memory id each box went to.
+        """
+        T_world_cam = as_pose(T_world_cam, "integrate_boxes: T_world_cam")
+        items = _parse_boxes(boxes, categories)
+        out = []
+        with self._lock:
+            self._writable()
+            for cat, box9 in items:
+                c_cam, size, R_cam_box = vst_box_to_camera(box9)
+                c_world = T_world_cam[:3, :3] @ c_cam + T_world_cam[:3, 3]
+                o = self.registry.observe_box(int(step), cat, c_world, size, T_world_cam[:3, :3] @ R_cam_box)
+                out.append(self.registry.ids[o])
+            if record_pose:
+                self._append_pose(T_world_cam, int(step))
+        return out
+
+    def _append_pose(self, T_world_cam: np.ndarray, step: int) -> None:
+        n = self._n_traj
+        if n == len(self._traj_T):
+            cap = max(64, 2 * n)
+            T, s = np.zeros((cap, 4, 4)), np.zeros(cap, dtype=np.int64)
+            T[:n], s[:n] = self._traj_T[:n], self._traj_step[:n]
+            self._traj_T, self._traj_step = T, s
+        self._traj_T[n] = T_world_cam
+        self._traj_step[n] = step
+        self._n_traj = n + 1
+
+    # ================================================================================ queries
+    def objects(self) -> list[MemoryObject]:
+        return [self.registry.view(o) for o in range(len(self.registry))]
+
+    def object(self, target: str | int) -> MemoryObject:
+        """One object by memory id, by a category unique in memory, or by instance id (int)."""
+        return self.registry.view(self.registry.resolve(target))
+
+    def agent_pose(self) -> Pose:
+        """The latest camera pose of the trajectory."""
+        if self._n_traj == 0:
+            raise LookupError("the memory has no pose yet: integrate a frame first")
+        return Pose(self._traj_T[self._n_traj - 1].copy(), int(self._traj_step[self._n_traj - 1]))
+
+    def trajectory(self) -> tuple[np.ndarray, np.ndarray]:
+        """(poses Nx4x4 T_world_cam, steps N), one per recorded frame, oldest first."""
+        return self._traj_T[: self._n_traj].copy(), self._traj_step[: self._n_traj].copy()
+
+    def egocentric(self, target: str | int, T_world_cam: np.ndarray | None = None) -> tuple[float, float]:
+        """(direction_deg, distance_m) of an object's centre seen from a camera pose (default: the
+        latest): 0 = straight ahead, left positive, (-180, 180]; horizontal distance in metres."""
+        o = self.registry.resolve(target)
+        if T_world_cam is None:
+            if self._n_traj == 0:
+                raise LookupError("the memory has no pose yet: pass T_world_cam or integrate a frame first")
+            T_world_cam = self._traj_T[self._n_traj - 1]
+        elif not (isinstance(T_world_cam, np.ndarray) and T_world_cam.shape == (4, 4) and np.isfinite(T_world_cam).all()):
+            T_world_cam = as_pose(T_world_cam, "egocentric: T_world_cam")  # the full check only off the fast path
+        return egocentric_bearing(T_world_cam, self.registry.a["center"][o])
+
+    def map_point(self, target: str | int, frame: TopDownFrame) -> tuple[int, int]:
+        """An object's centre on the [0, 999] point grid of ``frame``."""
+        g = frame.world_to_grid(self.registry.a["center"][self.registry.resolve(target), :2])
+        return int(g[0]), int(g[1])
+
+    # ================================================================================ maps
+    def default_frame(self, margin: float = 0.5, width: int = 640, height: int = 512) -> TopDownFrame:
+        """A map frame around everything observed below the ceiling (and the trajectory)."""
+        xy = []
+        b = self.voxels.bounds_xy(self.config.map.ceiling_z)
+        if b is not None:
+            xy += [b[:2], b[2:]]
+        if self._n_traj:
+            xy += list(self._traj_T[: self._n_traj, :2, 3])
+        if not xy:
+            raise LookupError("the memory is empty: nothing to frame")
+        xy = np.asarray(xy)
+        lo, hi = xy.min(axis=0) - margin, xy.max(axis=0) + margin
+        return TopDownFrame(float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1]), width, height)
+
+    def layers(self, frame: TopDownFrame, map_config: MapConfig | None = None) -> MapLayers:
+        """The boolean wall and object layers and the colour image behind the three levels."""
+        return map_layers(self.voxels, self.registry, frame, map_config or self.config.map)
+
+    def topdown(self, level: str, frame: TopDownFrame | None = None, *, trajectory: bool = False, agent: bool = False,
+                objects: Iterable[str | int] = (), map_config: MapConfig | None = None) -> np.ndarray:
+        """The memory's top-down map (uint8 HxWx3) of one level on ``frame`` (default: :meth:`default_frame`).
+
+        Overlays: ``trajectory`` (red polyline, start as a blue dot), ``agent`` (green arrow along
+        the latest heading), ``objects`` (red dots at the named objects' centres).
+        """
+        if level not in LEVELS:
+            raise ValueError(f"unknown top-down level {level!r}; expected one of {LEVELS}")
+        frame = frame or self.default_frame()
+        lay = self.layers(frame, map_config)
+        img = compose_level(level, lay.walls, lay.objects, lay.colour)
+        if trajectory and self._n_traj:
+            xy = self._traj_T[: self._n_traj, :2, 3]
+            draw_polyline(img, frame, xy, RED)
+            draw_disk(img, frame, xy[0], 5.0, BLUE)
+        if agent and self._n_traj:
+            pose = self.agent_pose()
+            draw_arrow(img, frame, pose.position[:2], pose.yaw, colour=GREEN)
+        for t in objects:
+            draw_disk(img, frame, self.registry.a["center"][self.registry.resolve(t), :2], 5.0, RED)
+        return img
+
+    # ================================================================================ state
+    def _state(self) -> tuple[dict[str, np.ndarray], dict]:
+        vox = self.voxels.state()
+        obj_arrays, obj_meta = self.registry.state()
+        arrays = {f"vox_{k}": v for k, v in vox.items()}
+        arrays.update({f"obj_{k}": v for k, v in obj_arrays.items()})
+        arrays["traj_T"] = self._traj_T[: self._n_traj].copy()
+        arrays["traj_step"] = self._traj_step[: self._n_traj].copy()
+        meta = {"format": FORMAT, "config": self.config.to_dict(), "n_frames": self._n_frames, "objects": obj_meta}
+        return arrays, meta
+
+    @classmethod
+    def _from_state(cls, arrays: dict[str, np.ndarray], meta: dict) -> "SpatialMemory":
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"not a spatial memory of format {FORMAT!r} (found {meta.get('format')!r})")
+        try:
+            cfg = MemoryConfig.from_dict(meta["config"])
+            mem = cls(config=cfg)
+            mem.voxels = VoxelMap.from_state(cfg.voxel_size, cfg.colour_weight_max, {k[4:]: v for k, v in arrays.items() if k.startswith("vox_")})
+            mem.registry = ObjectRegistry.from_state(cls._registry_config(cfg), {k[4:]: v for k, v in arrays.items() if k.startswith("obj_")}, meta["objects"])
+            T, steps = np.asarray(arrays["traj_T"]), np.asarray(arrays["traj_step"])
+            n_frames = int(meta["n_frames"])
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"spatial memory state is incomplete or malformed: {exc!r}") from exc
+        if T.dtype != np.float64 or T.shape[1:] != (4, 4) or steps.dtype != np.int64 or steps.shape != (len(T),):
+            raise ValueError(f"trajectory arrays malformed: traj_T {T.dtype} {T.shape}, traj_step {steps.dtype} {steps.shape}")
+        if len(mem.registry) and np.any(mem.voxels.field("label") >= len(mem.registry)):
+            raise ValueError("voxel labels refer to objects that are not in the registry")
+        mem._traj_T, mem._traj_step, mem._n_traj = T.copy(), steps.copy(), len(T)
+        mem._n_frames = n_frames
+        return mem
+
+    def save(self, path: str | Path) -> Path:
+        """Write the whole memory to one ``.npz`` file (arrays + JSON metadata; no pickle)."""
+        with self._lock:
+            arrays, meta = self._state()
+        return serialization.write(path, arrays, meta)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "SpatialMemory":
+        """Read a memory written by :meth:`save`; a corrupted or foreign file raises ``ValueError``."""
+        arrays, meta = serialization.read(path)
+        return cls._from_state(arrays, meta)
+
+    def snapshot(self) -> "SpatialMemory":
+        """A consistent read-only copy for other threads (queries and maps work; integrate raises).
+
+        Costs one memcpy of the map (a few ms for a whole apartment), taken under the writer's lock.
+        """
+        snap = SpatialMemory(config=self.config)
+        with self._lock:
+            snap.voxels = self.voxels.copy()
+            snap.registry = self.registry.copy()
+            snap._traj_T, snap._traj_step = self.trajectory()
+            snap._n_traj, snap._n_frames = self._n_traj, self._n_frames
+        snap.read_only = True
+        return snap
+
+
+def _parse_boxes(boxes: Iterable, categories: Iterable[str] | None) -> list[tuple[str, np.ndarray]]:
+    boxes = list(boxes)
+    if categories is not None:
+        cats = list(categories)
+        if len(cats) != len(boxes):
+            raise ValueError(f"integrate_boxes: {len(boxes)} boxes but {len(cats)} categories")
+        pairs = list(zip(cats, boxes))
+    else:
+        pairs = []
+        for b in boxes:
+            if isinstance(b, dict):
+                cat = b.get("label", b.get("category"))
+                pairs.append((cat, b.get("bbox_3d")))
+            elif isinstance(b, (tuple, list)) and len(b) == 2 and isinstance(b[0], str):
+                pairs.append((b[0], b[1]))
+            else:
+                raise ValueError(f"integrate_boxes: each box needs a category: give (category, box9) pairs, dicts with 'label' and 'bbox_3d', or categories=...; got {b!r}")
+    out = []
+    for cat, box9 in pairs:
+        if not isinstance(cat, str) or not cat:
+            raise ValueError(f"integrate_boxes: a box category must be a non-empty string, got {cat!r}")
+        if box9 is None:
+            raise ValueError(f"integrate_boxes: box for {cat!r} has no 'bbox_3d'")
+        out.append((cat, np.asarray(box9, dtype=np.float64)))
+    return out
