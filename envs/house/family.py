@@ -1,0 +1,39 @@
+"""The ``house`` env family: tasks are apartments (scenes), trials are object-navigation episodes.
+
+``cfg`` is the plain dict of ``configs/env/house.yaml`` without ``name``. Task ``i`` is the i-th
+scene seed of the chosen split (or the single scene ``seed``); each task has ``num_trials`` trials
+(``reset(options={"trial": k})``), whose target and start depend only on (scene seed, k). The
+instruction differs per trial: read it from ``obs.instruction`` / ``env.instruction`` after reset.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from envs.base import TaskInfo
+
+from .config import HouseConfig
+
+INSTRUCTION = "go to the named object (the target is set per trial; read obs.instruction after reset)"
+
+
+class HouseFamily:
+    name = "house"
+
+    def tasks(self, cfg: dict[str, Any]) -> list[TaskInfo]:
+        c = HouseConfig.from_dict(cfg)
+        return [TaskInfo(task_id=i, name=f"house_{s}", instruction=INSTRUCTION, max_steps=c.max_steps, num_trials=c.num_trials)
+                for i, s in enumerate(c.scene_seeds())]
+
+    def make(self, cfg: dict[str, Any], task_id: int):
+        from .env import HouseEnv  # imports MuJoCo; keep `tasks()` light
+
+        c = HouseConfig.from_dict(cfg)
+        seeds = c.scene_seeds()
+        if isinstance(task_id, bool) or not isinstance(task_id, (int, np.integer)) or not 0 <= task_id < len(seeds):
+            raise ValueError(f"house task_id must be in [0, {len(seeds)}) for this config, got {task_id!r}")
+        task_id = int(task_id)
+        task = TaskInfo(task_id, f"house_{seeds[task_id]}", INSTRUCTION, c.max_steps, c.num_trials)
+        return HouseEnv(c, seeds[task_id], task)
