@@ -29,7 +29,9 @@ def spec_from_config(cfg: dict):
     unknown = sorted(set(ev) - known)
     if unknown:
         raise ValueError(f"unknown eval option(s) {unknown}; valid: {sorted(known)}")
-    extra = {k: cfg[k] for k in ("gst",) if cfg.get(k)}
+    from vla.gst.midepisode import gst_options
+
+    extra = {"gst": cfg["gst"]} if cfg.get("gst") and gst_options(cfg["gst"])["enabled"] else {}
     return EvalSpec(env=cfg["env"], agent=cfg["agent"], out=cfg["out"], record=cfg.get("record"), extra=extra, **ev)
 
 

@@ -62,14 +62,13 @@ class EvalSpec:
             raise ValueError(f"eval.episode_timeout_s must be > 0, got {self.episode_timeout_s}")
 
 
-# Hooks other parts of vla register to add subscribers from spec.extra (e.g. the GST questioner).
-SUBSCRIBER_FACTORIES: list[Callable[[EvalSpec], list[Subscriber]]] = []
-
-
 def build_subscribers(spec: EvalSpec) -> list[Subscriber]:
     subs: list[Subscriber] = []
-    for factory in SUBSCRIBER_FACTORIES:
-        subs.extend(factory(spec))
+    if spec.extra.get("gst"):
+        from ..gst.midepisode import GSTQuestioner, gst_options
+
+        if gst_options(spec.extra["gst"])["enabled"]:
+            subs.append(GSTQuestioner(spec.extra["gst"]))  # before the video writer: questions freeze the episode first
     if spec.videos != "none":
         subs.append(VideoWriter(Path(spec.out) / "videos", spec.videos, spec.video_fps))
     if spec.record:
@@ -78,6 +77,8 @@ def build_subscribers(spec: EvalSpec) -> list[Subscriber]:
 
 
 def suite_name(env_cfg: dict[str, Any]) -> str:
+    if env_cfg.get("seed") is not None:
+        return f"{env_cfg['name']}/seed{env_cfg['seed']}"
     for k in ("suite", "split"):
         if env_cfg.get(k) is not None:
             return f"{env_cfg['name']}/{env_cfg[k]}" if k == "split" else str(env_cfg[k])
@@ -242,6 +243,59 @@ def _run_pool(spec: EvalSpec, todo: deque, on_result: Callable[[dict[str, Any]],
         raise
 
 
+class GSTLog:
+    """``gst.jsonl``: every mid-episode question with its answer and score, one line each.
+
+    Lines of an episode are written before the episode's own line in ``episodes.jsonl``; lines of
+    episodes that never finished (a killed run) are dropped when the log opens, so a resumed run
+    asks them again and nothing is counted twice.
+    """
+
+    def __init__(self, path: Path, store: EpisodeStore) -> None:
+        import json
+
+        self.path = path
+        self.rows: list[dict[str, Any]] = []
+        if path.exists():
+            keep = []
+            for line in path.read_text().splitlines(keepends=True):
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if line.endswith("\n") and (int(row["task_id"]), int(row["trial"])) in store:
+                    keep.append(line)
+                    self.rows.append(row)
+            tmp = path.with_suffix(".jsonl.tmp")
+            tmp.write_text("".join(keep))
+            os.replace(tmp, path)
+        self._fh = None
+
+    def append(self, rec: dict[str, Any], rows: list[dict[str, Any]] | None) -> None:
+        import json
+
+        if not rows:
+            return
+        if self._fh is None:
+            self._fh = open(self.path, "a", encoding="utf-8")
+        for row in rows:
+            full = {"suite": rec["suite"], "task_id": rec["task_id"], "trial": rec["trial"], **row}
+            self._fh.write(json.dumps(full, default=lambda x: x.tolist() if hasattr(x, "tolist") else str(x)) + "\n")
+            self.rows.append(full)
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def summary(self, selected: set[tuple[int, int]]) -> dict[str, Any]:
+        from ..gst.metrics import aggregate
+
+        rows = [r for r in self.rows if (int(r["task_id"]), int(r["trial"])) in selected]
+        return aggregate([(r["subtask"], float(r["score"])) for r in rows], bootstrap=200)
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+
+
 # ----------------------------------------------------------------------------- entry point
 def _check_writable(out: Path) -> None:
     try:
@@ -287,19 +341,24 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
         write_json_atomic(run_file, identity)
 
     store = EpisodeStore(out / "episodes.jsonl")
+    gst_log = GSTLog(out / "gst.jsonl", store)
     todo = deque(e for e in episodes if (e[0], e[1]) not in store)
     header = {"env": spec.env["name"], "suite": suite_name(spec.env), "agent": spec.agent["name"], "seed": spec.seed}
     selected = {(t, k) for t, k, _ in episodes}
 
     def current_summary(complete: bool) -> dict[str, Any]:
         recs = [r for r in store if (int(r["task_id"]), int(r["trial"])) in selected]
-        return {**summarize(recs, tasks, header), "complete": complete, "planned": len(episodes)}
+        summary = {**summarize(recs, tasks, header), "complete": complete, "planned": len(episodes)}
+        if gst_log.rows:
+            summary["gst"] = gst_log.summary(selected)
+        return summary
 
     done = len(episodes) - len(todo)
     bar = tqdm(total=len(episodes), initial=done, desc=f"{header['suite']} · {header['agent']}", unit="ep", disable=not progress, dynamic_ncols=True, file=sys.stderr)
     last_summary = [0.0]
 
     def on_result(rec: dict[str, Any]) -> None:
+        gst_log.append(rec, rec.pop("gst_questions", None))  # questions first: an episode line means all of it is on disk
         store.append(rec)
         s = current_summary(False)
         bar.set_postfix_str(f"success {100 * (s['success_rate'] or 0):.1f}% ({s['successes']}/{s['episodes']})" + (f", errors {s['errors']}" if s["errors"] else ""))
@@ -325,6 +384,7 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
         summary = current_summary(complete=not todo and all((t, k) in store for t, k, _ in episodes))
         write_json_atomic(out / "summary.json", summary)
         store.close()
+        gst_log.close()
     if spec.record:
         merge_demos(spec.record, tasks)
     return summary

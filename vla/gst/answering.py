@@ -1,0 +1,133 @@
+"""Answering GST questions from a :class:`SpatialMemory` (the memory agent's brain).
+
+The answerer sees only what an agent is given (:meth:`Question.for_agent`): the video and its sensor
+stream (depth, instance masks, odometry poses), the current view (offline: without a pose) and the
+top-down images. It builds a memory from the stream (or uses the agent's live memory mid-episode),
+localises an offline current view against it, registers its own top-down render to the image it is
+shown, and answers in the benchmark's formats. It never touches scene truth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from spatial_memory import MemoryConfig, SpatialMemory
+from spatial_memory.frame import CameraFrame
+from spatial_memory.geometry import camera_yaw
+from spatial_memory.noise import NoiseModel
+
+from .answers import format_answer
+from .question import Question
+from .subtasks import CHOICES, SUBTASKS
+
+RED = np.array([220, 30, 30])
+
+
+@dataclass
+class AnswererConfig:
+    tabletop: bool = False  # LIBERO-scale memory (MemoryConfig.tabletop())
+    noise: NoiseModel | None = None  # corrupt the sensor streams (depth noise, odometry drift) before use
+    localize_min_confidence: float = 0.0
+
+
+class MemoryAnswerer:
+    def __init__(self, cfg: AnswererConfig | None = None) -> None:
+        self.cfg = cfg or AnswererConfig()
+        self._cache_key: Any = None
+        self._memory: SpatialMemory | None = None
+        self._registrations: dict[tuple, Any] = {}
+
+    # ------------------------------------------------------------------ memory
+    def _new_memory(self) -> SpatialMemory:
+        return SpatialMemory(MemoryConfig.tabletop() if self.cfg.tabletop else MemoryConfig())
+
+    def memory_for(self, question: Question, live: SpatialMemory | None = None) -> SpatialMemory:
+        """The agent's live memory mid-episode; offline, a memory built from the question's sensor stream."""
+        if question.current_pose is not None and live is not None:
+            return live
+        stream = question.get("stream")
+        key = (question.media.get("stream") if isinstance(question.media.get("stream"), str) else id(stream), question.root)
+        if key != self._cache_key:
+            memory = self._new_memory()
+            noisy = self.cfg.noise.stream() if self.cfg.noise is not None else None
+            for f in stream:
+                memory.integrate(noisy(f) if noisy else f)
+            self._memory, self._cache_key, self._registrations = memory, key, {}
+        return self._memory
+
+    # ------------------------------------------------------------------ geometry of the question
+    def current_T(self, question: Question, memory: SpatialMemory) -> np.ndarray:
+        if question.current_pose is not None:
+            return np.asarray(question.current_pose, dtype=np.float64)
+        view: CameraFrame = question.get("current_sensors")
+        loc = memory.localize(view)
+        return loc.T_world_cam
+
+    def target(self, question: Question, memory: SpatialMemory):
+        """The memory object the question is about: by category (semantic) or by the red box (visual)."""
+        if SUBTASKS[question.subtask].target == "semantic":
+            return memory.object(question.meta["category"])
+        boxes = question.get("boxes")
+        stream = question.get("stream")
+        votes: dict[int, int] = {}
+        for idx, (x0, y0, x1, y1) in ((int(k), v) for k, v in boxes.items()):
+            if idx >= len(stream) or stream[idx].instance is None:
+                continue
+            ids, counts = np.unique(stream[idx].instance[y0 : y1 + 1, x0 : x1 + 1], return_counts=True)
+            for i, c in zip(ids, counts):
+                if i > 0:
+                    votes[int(i)] = votes.get(int(i), 0) + int(c)
+        if not votes:
+            raise LookupError("no instance inside the red boxes")
+        return memory.object(max(votes, key=votes.get))
+
+    def registration(self, memory: SpatialMemory, image: np.ndarray, level: str):
+        key = (id(image), level)
+        if key not in self._registrations:
+            self._registrations[key] = memory.register_topdown(image, level)
+        return self._registrations[key]
+
+    # ------------------------------------------------------------------ answers
+    def answer(self, question: Question, live: SpatialMemory | None = None) -> str:
+        code = question.subtask
+        memory = self.memory_for(question, live)
+        kind = SUBTASKS[code].answer_type
+        if code in ("EDv", "EDs", "EDistv", "EDists"):
+            direction, distance = memory.egocentric(self.target(question, memory).id, self.current_T(question, memory))
+            return format_answer(kind, direction if kind == "angle" else distance)
+        level = question.meta.get("level", "easy")
+        if code in ("GPv", "GPs"):
+            reg = self.registration(memory, question.get("map"), level)
+            return format_answer("point", reg.to_grid(self.target(question, memory).center[:2]))
+        if code in ("Pos", "Ori"):
+            T = self.current_T(question, memory)
+            reg = self.registration(memory, question.get("map"), level)
+            if code == "Pos":
+                return format_answer("point", reg.to_grid(T[:2, 3]))
+            return format_answer("angle", reg.heading_deg(camera_yaw(T)))
+        if code.startswith("TDS"):
+            scores = [self.registration(memory, img, level).score for img in question.get("options")]
+            return format_answer("choice", CHOICES[int(np.argmax(scores))])
+        if code == "Traj":
+            return format_answer("choice", self._trajectory_choice(question, memory, level))
+        raise ValueError(f"cannot answer subtask {code!r}")
+
+    def _trajectory_choice(self, question: Question, memory: SpatialMemory, level: str) -> str:
+        options = question.get("options")
+        clip: list[CameraFrame] = question.get("clip_stream")
+        reg = self.registration(memory, options[0], level)
+        mine = np.array([reg.to_pixel(f.T_world_cam[:2, 3]) for f in clip])
+        costs = []
+        for img in options:
+            red = np.argwhere(np.all(np.abs(img.astype(int) - RED) < 40, axis=-1))[:, ::-1].astype(np.float64)  # (u, v)
+            if len(red) == 0:
+                costs.append(np.inf)
+                continue
+            d_mine = np.min(np.hypot(*(mine[:, None, :] - red[None, :, :]).transpose(2, 0, 1)), axis=1)
+            sub = red[:: max(1, len(red) // 400)]
+            d_red = np.min(np.hypot(*(sub[:, None, :] - mine[None, :, :]).transpose(2, 0, 1)), axis=1)
+            costs.append(float(np.mean(d_mine) + np.mean(d_red)))
+        return CHOICES[int(np.argmin(costs))]

@@ -1,0 +1,229 @@
+"""``vla-gst``: generate GST-Bench questions, answer them with an agent, score any predictions.
+
+    vla-gst generate env=house split=test scenes=20 out=DIR
+    vla-gst eval agent=random|memory questions=DIR out=OUT
+    vla-gst score questions=DIR predictions=FILE out=OUT
+
+Every command resumes: ``generate`` skips scenes already in ``questions.jsonl``, ``eval`` skips
+questions already in ``predictions.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import zlib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+USAGE = __doc__
+
+
+def _append_jsonl(fh, record: dict[str, Any]) -> None:
+    fh.write(json.dumps(record) + "\n")
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
+def _read_jsonl_tolerant(path: Path) -> list[dict[str, Any]]:
+    """Complete lines only: a torn last line of a killed run is dropped (and the file rewritten)."""
+    if not path.exists():
+        return []
+    good, rows = [], []
+    for line in path.read_text().splitlines(keepends=True):
+        try:
+            if not line.endswith("\n"):
+                raise ValueError
+            rows.append(json.loads(line))
+            good.append(line)
+        except ValueError:
+            continue
+    if sum(len(g) for g in good) != path.stat().st_size:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(good))
+        os.replace(tmp, path)
+    return rows
+
+
+# --------------------------------------------------------------------------------------- generate
+def generate(cfg: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+
+    from envs.registry import list_tasks, make_env
+
+    from .generate import GenConfig, QuestionGenerator
+    from .material import house_material
+    from .media import MediaWriter
+
+    env_cfg = dict(cfg["env"])
+    if env_cfg["name"] != "house":
+        raise ValueError(f"offline GST generation needs env=house (got env={env_cfg['name']}); LIBERO supports mid-episode questions only (docs/GST.md)")
+    first, n = int(cfg["first_scene"]), int(cfg["scenes"])
+    if n < 1:
+        raise ValueError(f"scenes must be >= 1, got {n}")
+    env_cfg.update(split=cfg["split"], seed=None, num_scenes=first + n)
+    gen_cfg = dict(cfg["gen"])
+    stride = int(gen_cfg.pop("stride", 2))
+    gen = QuestionGenerator(GenConfig(**gen_cfg), split=cfg["split"])
+    out = Path(cfg["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = list_tasks(env_cfg)[first : first + n]
+    names = {t.task_id: f"house/{cfg['split']}/{t.name.split('_')[-1]}" for t in tasks}
+
+    # pass 1: every scene's ground-truth maps (the TDS distractor pool), cached as png
+    import imageio.v2 as imageio
+
+    levels = ("easy", "medium", "hard")
+    pool: dict[str, dict[str, Any]] = {}
+    map_dir = out / "maps"
+    map_dir.mkdir(exist_ok=True)
+    for t in tqdm(tasks, desc="maps", disable=not cfg["progress"], file=sys.stderr):
+        name = names[t.task_id]
+        files = {lvl: map_dir / f"{name.replace('/', '-')}_{lvl}.png" for lvl in levels}
+        if not all(f.exists() for f in files.values()):
+            env = make_env(env_cfg, t.task_id)
+            try:
+                for lvl, f in files.items():
+                    imageio.imwrite(f, env.topdown_map(lvl))
+            finally:
+                env.close()
+        pool[name] = {lvl: np.asarray(imageio.imread(f))[..., :3] for lvl, f in files.items()}
+
+    # pass 2: questions, one scene at a time (appended; a killed run resumes at the next scene)
+    qpath, logpath = out / "questions.jsonl", out / "generation.jsonl"
+    done = {r["scene"] for r in _read_jsonl_tolerant(logpath)}
+    _read_jsonl_tolerant(qpath)
+    kept = [r for r in _read_jsonl_tolerant(qpath) if r["scene"] in done]  # drop questions of an unfinished scene
+    with open(qpath, "w") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in kept)
+    writer = MediaWriter(out)
+    with open(qpath, "a") as qf, open(logpath, "a") as lf:
+        for t in tqdm(tasks, desc="questions", disable=not cfg["progress"], file=sys.stderr):
+            name = names[t.task_id]
+            if name in done:
+                continue
+            env = make_env(env_cfg, t.task_id)
+            try:
+                env.reset(options={"trial": 0})
+                material = house_material(env, name, stride=stride, seed=int(cfg["gen"]["seed"]))
+                material.maps = pool[name]  # the same images the distractor pool holds
+                gen.filtered.clear()
+                gen.start_scene(int(name.rsplit("/", 1)[-1]))
+                questions = gen.scene_offline(material, pool)
+                for q in questions:
+                    _append_jsonl(qf, writer.externalise(q).to_json())
+                _append_jsonl(lf, {"scene": name, "questions": dict(Counter(q.subtask for q in questions)), "filtered": dict(gen.filtered)})
+            finally:
+                env.close()
+    return _manifest(out, cfg)
+
+
+def _manifest(out: Path, cfg: dict[str, Any]) -> dict[str, Any]:
+    log = _read_jsonl_tolerant(out / "generation.jsonl")
+    counts: Counter[str] = Counter()
+    filtered: Counter[str] = Counter()
+    for r in log:
+        counts.update(r["questions"])
+        filtered.update(r["filtered"])
+    manifest = {"scenes": len(log), "questions": sum(counts.values()), "per_subtask": dict(counts), "filtered": dict(filtered), "split": cfg["split"], "gen": cfg["gen"], "env": cfg["env"]}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+# --------------------------------------------------------------------------------------- eval
+def evaluate_questions(cfg: dict[str, Any]) -> dict[str, Any]:
+    from vla.agents import make_agent
+
+    from .question import load_questions
+
+    if not cfg.get("questions"):
+        raise ValueError("eval needs questions=DIR (a directory with questions.jsonl)")
+    questions = load_questions(cfg["questions"])
+    out = Path(cfg["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    agent = make_agent(cfg["agent"], seed=0)
+    if not hasattr(agent, "answer"):
+        raise ValueError(f"agent {cfg['agent']['name']!r} cannot answer questions")
+    ppath = out / "predictions.jsonl"
+    done = {r["id"] for r in _read_jsonl_tolerant(ppath)}
+    todo = [q for q in questions if q.id not in done]
+    with open(ppath, "a") as fh:
+        for q in tqdm(todo, desc=f"answering ({cfg['agent']['name']})", disable=not cfg["progress"], file=sys.stderr, initial=len(done), total=len(questions)):
+            if hasattr(agent, "seed"):
+                agent.seed((0, zlib.crc32(q.id.encode())))
+            try:
+                text = agent.answer(q.for_agent())
+                error = None
+            except Exception as exc:  # noqa: BLE001 - an answer that fails scores 0; the run goes on
+                text, error = None, f"{type(exc).__name__}: {exc}"
+            _append_jsonl(fh, {"id": q.id, "prediction": text, **({"error": error} if error else {})})
+    return score_files(cfg["questions"], ppath, out, cfg.get("bootstrap", 1000), label=cfg["agent"]["name"])
+
+
+# --------------------------------------------------------------------------------------- score
+def score_files(questions_dir: str | Path, predictions: str | Path, out: str | Path, bootstrap: int = 1000, label: str = "predictions") -> dict[str, Any]:
+    from .question import load_questions
+    from .score import plot_scores, score_predictions
+
+    questions = [q.to_json() for q in load_questions(questions_dir)]
+    preds = {}
+    for i, r in enumerate(_read_jsonl_tolerant(Path(predictions)), 1):
+        if "id" not in r or "prediction" not in r:
+            raise ValueError(f"{predictions}:{i}: each line needs 'id' and 'prediction'")
+        preds[r["id"]] = r["prediction"]
+    scores, rows = score_predictions(questions, preds, bootstrap=bootstrap)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scores.json").write_text(json.dumps(scores, indent=2) + "\n")
+    with open(out / "scored.jsonl", "w") as fh:
+        for r in rows:
+            fh.write(json.dumps(r, default=lambda x: list(x) if isinstance(x, tuple) else str(x)) + "\n")
+    plot_scores(scores, out / "scores.png", label=label)
+    return scores
+
+
+def _print_scores(scores: dict[str, Any], out: str) -> None:
+    width = max(len(c) for c in scores["per_subtask"]) if scores["per_subtask"] else 5
+    for code, v in scores["per_subtask"].items():
+        lo, hi = scores["ci95"][code]
+        print(f"  {code:<{width}}  {v:6.1f}   [{lo:5.1f}, {hi:5.1f}]   n={scores['count'][code]}")
+    print(f"  {'overall':<{width}}  {scores['overall']:6.1f}" + (f"   ({scores['missing']} missing, {scores['unparsed']} unparsed)" if scores["missing"] or scores["unparsed"] else ""))
+    print(f"-> {out}/scores.json, {out}/scores.png")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from vla.config import compose
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in ("generate", "eval", "score"):
+        print(USAGE)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    command, overrides = argv[0], argv[1:]
+    try:
+        cfg = compose("gst", overrides)
+        if command == "generate":
+            m = generate(cfg)
+            print(f"{m['questions']} questions from {m['scenes']} scenes -> {cfg['out']}/questions.jsonl")
+            print("  per subtask: " + ", ".join(f"{k} {v}" for k, v in m["per_subtask"].items()))
+            print("  filtered: " + (", ".join(f"{k}: {v}" for k, v in sorted(m["filtered"].items())) or "none"))
+        elif command == "eval":
+            _print_scores(evaluate_questions(cfg), cfg["out"])
+        else:
+            if not cfg.get("questions") or not cfg.get("predictions"):
+                raise ValueError("score needs questions=DIR and predictions=FILE")
+            _print_scores(score_files(cfg["questions"], cfg["predictions"], cfg["out"], cfg["bootstrap"]), cfg["out"])
+    except ValueError as exc:
+        print(f"vla-gst: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("vla-gst: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""Mid-episode GST questions: a rollout subscriber (DESIGN §5).
+
+At the configured steps (``gst.every`` and/or ``gst.at``) it freezes the episode, builds questions
+whose exploration video is the episode so far and whose current view is the agent's current view
+(its odometry pose known, as on a real robot; targets invisible in it), asks ``agent.answer``,
+scores, and lets the episode resume. Each question and answer is returned with the episode result
+(``result.extra["gst_questions"]``), which the evaluator writes to ``gst.jsonl``; the episode line
+gains ``gst`` (per-subtask means of that episode).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from vla.rollout.runtime import Episode, EpisodeResult, Subscriber
+
+from .generate import GenConfig, QuestionGenerator, instance_stats
+from .score import score_one
+from .subtasks import SUBTASKS, check_codes
+
+DEFAULTS: dict[str, Any] = {
+    "enabled": False,
+    "every": None,  # ask every N steps
+    "at": [],  # ... and/or at these steps
+    "subtasks": None,  # null: every subtask the env supports
+    "per_subtask": 1,  # questions per subtask each time
+    "map_level": "easy",
+    "camera": None,  # null: the env's first camera
+    "seed": 0,
+}
+
+
+def gst_options(cfg: dict[str, Any] | None) -> dict[str, Any]:
+    cfg = dict(cfg or {})
+    unknown = sorted(set(cfg) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(f"unknown gst option(s) {unknown}; valid: {sorted(DEFAULTS)}")
+    opts = {**DEFAULTS, **cfg}
+    if opts["every"] is not None and int(opts["every"]) < 1:
+        raise ValueError(f"gst.every must be >= 1, got {opts['every']}")
+    if opts["subtasks"] is not None:
+        check_codes(opts["subtasks"])
+    opts["enabled"] = bool(opts["enabled"] or opts["every"] or opts["at"])
+    return opts
+
+
+class GSTQuestioner(Subscriber):
+    def __init__(self, cfg: dict[str, Any] | None = None) -> None:
+        self.cfg = gst_options(cfg)
+        self._pool: dict[str, dict[str, np.ndarray]] = {}
+
+    # ------------------------------------------------------------------ schedule
+    def due(self, step: int) -> bool:
+        every, at = self.cfg["every"], self.cfg["at"] or []
+        return step > 0 and ((every is not None and step % int(every) == 0) or step in at)
+
+    def on_episode_start(self, episode: Episode) -> None:
+        self.maps = None
+        self.rows: list[dict[str, Any]] = []
+        self.filtered: Counter[str] = Counter()
+        self.frames = []
+        self._record(episode)
+
+    def _camera(self, episode: Episode) -> str:
+        cams = list(episode.observation.cameras)
+        if not cams:
+            raise ValueError("mid-episode GST questions need camera observations (env.render=true)")
+        cam = self.cfg["camera"] or ("wrist" if episode.env.__class__.__name__ == "LiberoEnv" and "wrist" in cams else cams[0])
+        if cam not in cams:
+            raise ValueError(f"gst.camera={cam!r} is not among the env's cameras {cams}")
+        return cam
+
+    def _record(self, episode: Episode) -> None:
+        self.frames.append(episode.observation.cameras[self._camera(episode)])
+
+    def on_step(self, episode, action, observation, reward, info) -> None:
+        self._record(episode)
+        if self.due(episode.step):
+            self.ask(episode)
+
+    # ------------------------------------------------------------------ questions
+    def _material(self, episode: Episode, name: str):
+        env = episode.env
+        if hasattr(env, "topdown_map") and hasattr(env, "trajectory"):
+            from .material import house_live_material
+
+            if self.maps is None:
+                self.maps = {lvl: env.topdown_map(lvl) for lvl in ("easy", "medium", "hard")}
+            from envs.house.config import split_of
+
+            from .material import house_distractor_maps
+
+            scene = f"house/{split_of(env.scene.seed) or env.cfg.split}/{env.scene.seed}"
+            self._pool[scene] = self.maps
+            for other, maps in house_distractor_maps(env, 3):
+                self._pool.setdefault(other, maps)
+            return house_live_material(env, scene, self.frames, maps=self.maps)
+        from .libero_material import libero_live_material
+
+        return libero_live_material(env, name, self.frames)
+
+    def ask(self, episode: Episode) -> None:
+        t0 = time.perf_counter()
+        name = f"{episode.key.get('suite', episode.key['env'])}/task{episode.key['task_id']}/trial{episode.key['trial']}"
+        material = self._material(episode, name)
+        codes = [c for c in (self.cfg["subtasks"] or SUBTASKS) if c in material.supported]
+        level = self.cfg["map_level"] if self.cfg["map_level"] in material.maps else next(iter(material.maps))
+        gen = QuestionGenerator(GenConfig(per_scene={c: int(self.cfg["per_subtask"]) for c in codes}, map_level=level, seed=self.cfg["seed"]))
+        gen.start_scene(episode.step)
+        view = self.frames[-1]
+        quota = Counter(gen.cfg.per_scene)
+        stats = instance_stats(material.frames)
+        T = material.T_world_cam(view)
+        questions = gen.object_questions(material, view, T, True, stats, quota) + gen.self_questions(material, view, T, True, quota)
+        questions += gen.map_point_questions(material, stats, quota)
+        questions += gen.tds_questions(material, self._pool, quota)
+        questions += gen.traj_questions(material, quota)
+        self.filtered.update(gen.filtered)
+        for q in questions:
+            q.id = f"{name}/step{episode.step}/{q.subtask}/{q.id.rsplit('-', 1)[-1]}"
+            try:
+                text, error = episode.agent.answer(q.for_agent()), None
+            except Exception as exc:  # noqa: BLE001 - a failed answer scores 0
+                text, error = None, f"{type(exc).__name__}: {exc}"
+            parsed, score = score_one({"subtask": q.subtask, "answer": q.answer}, text)
+            self.rows.append({
+                "id": q.id, "step": episode.step, "subtask": q.subtask, "prompt": q.prompt, "prediction": text,
+                "parsed": list(parsed) if isinstance(parsed, tuple) else parsed, "answer": q.answer, "score": score,
+                **({"error": error} if error else {}),
+            })
+        self.seconds = getattr(self, "seconds", 0.0) + time.perf_counter() - t0
+
+    def on_episode_end(self, episode: Episode, result: EpisodeResult) -> None:
+        if not self.rows:
+            result.extra["gst"] = {"questions": 0, "filtered": dict(self.filtered)}
+            return
+        by: dict[str, list[float]] = {}
+        for r in self.rows:
+            by.setdefault(r["subtask"], []).append(r["score"])
+        result.extra["gst"] = {"questions": len(self.rows), "per_subtask": {c: 100 * float(np.mean(v)) for c, v in by.items()}, "filtered": dict(self.filtered)}
+        result.extra["gst_questions"] = self.rows

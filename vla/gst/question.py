@@ -1,0 +1,200 @@
+"""A GST question, what an agent is given, and how questions travel (JSONL + media files).
+
+What an agent is given (docs/GST.md): the exploration video and current view as images (what the
+paper's models get), plus the robot's own sensor streams recorded with the video — depth, instance
+masks and odometry poses in the robot's own frame (starting at its own origin). Offline, the
+current view comes **without** its pose (``current_pose is None``); mid-episode the agent's own
+odometry pose comes with it. Top-down images are just images. Scene truth and the answer are never
+given: agents receive :meth:`Question.for_agent`, which drops them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spatial_memory.frame import CameraFrame
+
+from .subtasks import SUBTASKS
+
+# keys of ``meta`` an agent may see (everything else there is privileged: ids, world poses, ...)
+PUBLIC_META = ("category", "level", "num_options")
+
+
+@dataclass
+class Question:
+    id: str
+    subtask: str
+    scene: str
+    prompt: str
+    media: dict[str, Any]  # name -> relative path (offline) or an in-memory object (mid-episode)
+    answer: dict[str, Any] | None = None  # {"type": ..., "value": ...}; None once handed to an agent
+    meta: dict[str, Any] = field(default_factory=dict)
+    root: Path | None = None  # where relative media paths live
+    current_pose: np.ndarray | None = None  # 4x4 odometry-frame pose of the current view, when known
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def answer_type(self) -> str:
+        return SUBTASKS[self.subtask].answer_type
+
+    def for_agent(self) -> "Question":
+        """The question as an agent may see it: no answer, no privileged metadata."""
+        return replace(self, answer=None, meta={k: v for k, v in self.meta.items() if k in PUBLIC_META}, _cache=self._cache)
+
+    # ---------------------------------------------------------------- media access (lazy, cached)
+    def _path(self, name: str) -> Path:
+        value = self.media[name]
+        if not isinstance(value, (str, Path)):
+            raise TypeError(f"media {name!r} of question {self.id} is in memory, not a file")
+        p = Path(value)
+        return p if p.is_absolute() or self.root is None else self.root / p
+
+    def get(self, name: str) -> Any:
+        """A media item as an object: image -> uint8 array, stream -> list[CameraFrame], view -> CameraFrame,
+        options -> list of images, boxes -> {frame index: [x0, y0, x1, y1]}."""
+        if name not in self.media:
+            raise KeyError(f"question {self.id} ({self.subtask}) has no media {name!r}; it has {sorted(self.media)}")
+        if name in self._cache:
+            return self._cache[name]
+        value = self.media[name]
+        if isinstance(value, (str, Path)):
+            obj = _cached_load(self._path(name))
+        elif isinstance(value, list) and value and isinstance(value[0], (str, Path)):
+            obj = [_cached_load(Path(v) if Path(v).is_absolute() or self.root is None else self.root / v) for v in value]
+        else:
+            obj = value
+        self._cache[name] = obj
+        return obj
+
+    # ---------------------------------------------------------------- JSONL
+    def to_json(self) -> dict[str, Any]:
+        media = {}
+        for k, v in self.media.items():
+            if isinstance(v, (str, Path)):
+                media[k] = str(v)
+            elif isinstance(v, list) and all(isinstance(x, (str, Path)) for x in v):
+                media[k] = [str(x) for x in v]
+            else:
+                raise TypeError(f"media {k!r} of {self.id} is in memory; write it to a file first")
+        return {"id": self.id, "subtask": self.subtask, "scene": self.scene, "prompt": self.prompt, "media": media, "answer": self.answer, "meta": _jsonable(self.meta)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], root: Path | None = None) -> "Question":
+        missing = [k for k in ("id", "subtask", "scene", "prompt", "media") if k not in d]
+        if missing:
+            raise ValueError(f"question line lacks {missing}: {str(d)[:200]}")
+        if d["subtask"] not in SUBTASKS:
+            raise ValueError(f"question {d['id']}: unknown subtask {d['subtask']!r}")
+        return cls(id=d["id"], subtask=d["subtask"], scene=d["scene"], prompt=d["prompt"], media=d["media"], answer=d.get("answer"), meta=d.get("meta", {}), root=root)
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+def load_questions(directory: str | Path) -> list[Question]:
+    directory = Path(directory)
+    path = directory / "questions.jsonl"
+    if not path.exists():
+        raise ValueError(f"{path} does not exist (generate questions with `vla-gst generate ... out={directory}`)")
+    out = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                out.append(Question.from_json(json.loads(line), root=directory))
+            except ValueError as exc:
+                raise ValueError(f"{path}:{i}: {exc}") from exc
+    return out
+
+
+# -------------------------------------------------------------------- sensor streams on disk
+def save_stream(path: str | Path, frames: list[CameraFrame], with_pose: bool = True, single: bool = False) -> None:
+    """Frames as one compressed npz: rgb, depth (float16 metres), instance, K, T_world_cam, step, labels.
+
+    ``single``: the file holds one view and loads as a CameraFrame (not a list). Without a pose the
+    frames load with an identity ``T_world_cam`` that means "unknown"."""
+    if not frames:
+        raise ValueError("cannot save an empty stream")
+    labels: dict[int, str] = {}
+    for f in frames:
+        labels.update(f.labels)
+    arrays = {
+        "rgb": np.stack([f.rgb for f in frames]),
+        "depth": np.stack([np.where(np.isfinite(f.depth), f.depth, 0) for f in frames]).astype(np.float16),
+        "K": np.stack([f.K for f in frames]),
+        "step": np.array([f.step for f in frames]),
+        "labels": np.array(json.dumps({str(k): v for k, v in labels.items()})),
+    }
+    if frames[0].instance is not None:
+        arrays["instance"] = np.stack([f.instance for f in frames]).astype(np.int16)
+    if with_pose:
+        arrays["T_world_cam"] = np.stack([f.T_world_cam for f in frames])
+    if single:
+        arrays["single"] = np.array(True)
+    np.savez_compressed(path, **arrays)
+
+
+def load_stream(path: str | Path) -> list[CameraFrame] | CameraFrame:
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}  # each z[k] decompresses the whole array: read once
+    labels = {int(k): v for k, v in json.loads(str(arrays["labels"])).items()}
+    rgb, K, step = arrays["rgb"], arrays["K"], arrays["step"]
+    n = len(rgb)
+    T = arrays["T_world_cam"] if "T_world_cam" in arrays else np.broadcast_to(np.eye(4), (n, 4, 4))
+    inst = arrays["instance"].astype(np.int32) if "instance" in arrays else None
+    depth = arrays["depth"].astype(np.float32)
+    depth[depth <= 0] = np.inf  # saved as 0: nothing measured
+    frames = [
+        CameraFrame(rgb=rgb[i], depth=depth[i], K=K[i], T_world_cam=T[i], instance=None if inst is None else inst[i], labels=labels, step=int(step[i]))
+        for i in range(n)
+    ]
+    return frames[0] if "single" in arrays else frames
+
+
+_MEDIA_CACHE: "OrderedDict[str, Any]" = OrderedDict()
+_MEDIA_CACHE_SIZE = 16  # questions of one scene share their video: load it once
+
+
+def _cached_load(path: Path) -> Any:
+    key = str(path.resolve())
+    if key in _MEDIA_CACHE:
+        _MEDIA_CACHE.move_to_end(key)
+        return _MEDIA_CACHE[key]
+    obj = load_media(path)
+    _MEDIA_CACHE[key] = obj
+    if len(_MEDIA_CACHE) > _MEDIA_CACHE_SIZE:
+        _MEDIA_CACHE.popitem(last=False)
+    return obj
+
+
+def load_media(path: Path) -> Any:
+    if not path.exists():
+        raise ValueError(f"media file {path} does not exist")
+    suffix = path.suffix.lower()
+    if suffix == ".npz":
+        return load_stream(path)
+    if suffix in (".png", ".jpg"):
+        import imageio.v2 as imageio
+
+        return np.asarray(imageio.imread(path))[..., :3]
+    if suffix == ".json":
+        return json.loads(path.read_text())
+    if suffix == ".mp4":
+        import imageio.v2 as imageio
+
+        return [np.asarray(f) for f in imageio.mimread(path, memtest=False)]
+    raise ValueError(f"unknown media type {path}")
