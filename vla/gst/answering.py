@@ -42,7 +42,7 @@ class MemoryAnswerer:
 
     # ------------------------------------------------------------------ memory
     def _new_memory(self) -> SpatialMemory:
-        return SpatialMemory(MemoryConfig.tabletop() if self.cfg.tabletop else MemoryConfig())
+        return SpatialMemory(config=MemoryConfig.tabletop() if self.cfg.tabletop else MemoryConfig())
 
     def memory_for(self, question: Question, live: SpatialMemory | None = None) -> SpatialMemory:
         """The agent's live memory mid-episode; offline, a memory built from the question's sensor stream."""
@@ -101,13 +101,13 @@ class MemoryAnswerer:
         level = question.meta.get("level", "easy")
         if code in ("GPv", "GPs"):
             reg = self.registration(memory, question.get("map"), level)
-            return format_answer("point", reg.to_grid(self.target(question, memory).center[:2]))
+            return format_answer("point", reg.odom_to_grid(self.target(question, memory).center[:2]))
         if code in ("Pos", "Ori"):
             T = self.current_T(question, memory)
             reg = self.registration(memory, question.get("map"), level)
             if code == "Pos":
-                return format_answer("point", reg.to_grid(T[:2, 3]))
-            return format_answer("angle", reg.heading_deg(camera_yaw(T)))
+                return format_answer("point", reg.odom_to_grid(T[:2, 3]))
+            return format_answer("angle", reg.yaw_to_heading(camera_yaw(T)))
         if code.startswith("TDS"):
             scores = [self.registration(memory, img, level).score for img in question.get("options")]
             return format_answer("choice", CHOICES[int(np.argmax(scores))])
@@ -119,7 +119,7 @@ class MemoryAnswerer:
         options = question.get("options")
         clip: list[CameraFrame] = question.get("clip_stream")
         reg = self.registration(memory, options[0], level)
-        mine = np.array([reg.to_pixel(f.T_world_cam[:2, 3]) for f in clip])
+        mine = np.asarray(reg.odom_to_pixel(np.array([f.T_world_cam[:2, 3] for f in clip])), dtype=np.float64).reshape(-1, 2)
         costs = []
         for img in options:
             red = np.argwhere(np.all(np.abs(img.astype(int) - RED) < 40, axis=-1))[:, ::-1].astype(np.float64)  # (u, v)
