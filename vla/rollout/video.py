@@ -30,11 +30,21 @@ def tile_cameras(obs: Observation) -> np.ndarray | None:
     return np.concatenate(padded, axis=1)
 
 
+def beside(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """``left`` scaled by an integer factor (nearest) towards ``right``'s height, then both side by side."""
+    k = max(1, right.shape[0] // left.shape[0])
+    left = np.repeat(np.repeat(left, k, axis=0), k, axis=1)
+    h = max(left.shape[0], right.shape[0])
+    pad = lambda im: np.pad(im, ((0, h - im.shape[0]), (0, 0), (0, 0)), constant_values=255)  # noqa: E731
+    return np.concatenate([pad(left), pad(right)], axis=1)
+
+
 class VideoWriter(Subscriber):
     """Writes ``<out>/<suite>_taskNNN_trialNNN_{success,failure}.mp4``.
 
-    Frames come from ``env.video_frame(episode)`` when the env defines it (e.g. ego view beside the
-    top-down map), otherwise from the cameras side by side. Frames stream to a temporary file, so a
+    Frames: the cameras beside the agent's live map when the agent draws one (``agent.live_map()``,
+    e.g. the memory agent's top-down map with its trajectory), else ``env.video_frame(episode)`` when
+    the env defines it (e.g. the ego view beside the ground-truth map), else the cameras side by side. Frames stream to a temporary file, so a
     long episode costs no memory; the file is renamed or deleted when the episode ends.
     """
 
@@ -47,8 +57,13 @@ class VideoWriter(Subscriber):
         self.last_path: Path | None = None
 
     def _frame(self, episode: Episode) -> np.ndarray | None:
-        fn = getattr(episode.env, "video_frame", None)
-        frame = fn(episode) if fn is not None else tile_cameras(episode.observation)
+        live = getattr(episode.agent, "live_map", None)
+        panel = live() if live is not None else None
+        if panel is not None and episode.observation.cameras:
+            frame = beside(tile_cameras(episode.observation), panel)
+        else:
+            fn = getattr(episode.env, "video_frame", None)
+            frame = fn(episode) if fn is not None else tile_cameras(episode.observation)
         if frame is None:
             return None
         h, w = frame.shape[:2]
