@@ -176,6 +176,20 @@ def test_ceiling_in_ego_view_only(env):
     assert any(n.startswith("floor") for n in names) and any(n.startswith("wall") for n in names)
 
 
+def test_easy_map_is_lit_before_any_reset():
+    """The easy map of a freshly built env (as `vla-gst generate` renders its map pool) shows the whole
+    apartment lit, not only what an unplaced light at the origin happens to reach."""
+    e = HouseEnv(HouseConfig(seed=SEED))
+    try:
+        img = e.topdown_map("easy")
+        drawn = e.scene._topdown_cache["_geoms"] >= 0
+        dark = np.all(img < 25, axis=-1)
+        assert drawn.mean() > 0.3
+        assert dark[drawn].mean() < 0.05
+    finally:
+        e.close()
+
+
 def test_topdown_alignment(env):
     iou = env.scene.topdown_alignment()
     assert iou["walls"] >= 0.97

@@ -55,6 +55,7 @@ class HouseScene:
         self.model = self.compiled.model
         self.data = mujoco.MjData(self.model)
         mujoco.mj_kinematics(self.model, self.data)
+        mujoco.mj_camlight(self.model, self.data)  # camera and light poses: the top-down render needs them before any reset
         self.K = intrinsics_from_fovy(self.cfg.camera_fovy, self.cfg.width, self.cfg.height)
         self.renderer = HouseRenderer(self.compiled, self.cfg.width, self.cfg.height, self.frame.width, self.frame.height)
         self._pose: np.ndarray | None = None
