@@ -93,6 +93,10 @@ def test_current_views_are_off_the_trajectory_but_overlap_the_video(qdir, scenes
         vp = vp[np.isfinite(vp).all(axis=1)]
         d, _ = cKDTree(pts).query(vp)
         assert np.mean(d < 0.15) >= 0.4, q.id
+        # recognisable: not a bare wall up close, and at least one labelled object in view
+        depth = view.depth[np.isfinite(view.depth)]
+        assert np.median(depth) >= 1.5, q.id
+        assert any(int(i) in view.labels for i in np.unique(view.instance) if i > 0), q.id
         checked += 1
     assert checked >= SCENES
 

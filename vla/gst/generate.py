@@ -41,6 +41,8 @@ class GenConfig:
     view_offset_m: tuple[float, float] = (0.5, 2.5)  # distance of a current view from the trajectory
     view_attempts: int = 200
     min_overlap: float = 0.5
+    min_view_depth_m: float = 1.5  # median depth of a current view: nearer means it faces a wall up close
+    min_view_objects: int = 1  # objects (>= min_seen_pixels each) a current view must show to be recognisable
     min_seen_pixels: int = 150  # a target "was seen" when it covered this many pixels in a frame
     box_min_pixels: int = 30  # frames where a visual target gets a red box
     min_distance_m: float = 0.5  # targets closer than this are degenerate
@@ -173,11 +175,27 @@ class QuestionGenerator:
             pose = np.array([xy[0], xy[1], self.rng.uniform(-np.pi, np.pi)])
             frame = material.render(pose)
             T = material.T_world_cam(frame)
+            if not self._recognisable(frame):
+                continue
             if overlap_fraction(material, frame, T, seen) < self.cfg.min_overlap:
                 self.filtered["view: too little overlap with the video"] += 1
                 continue
             views.append((frame, T))
         return views
+
+    def _recognisable(self, frame: CameraFrame) -> bool:
+        """Could anyone tell where a view was taken? Not when it shows a bare wall up close."""
+        depth = frame.depth[np.isfinite(frame.depth) & (frame.depth > 0)]
+        if depth.size == 0 or float(np.median(depth)) < self.cfg.min_view_depth_m:
+            self.filtered["view: faces a wall up close"] += 1
+            return False
+        if frame.instance is not None and self.cfg.min_view_objects > 0:
+            ids, counts = np.unique(frame.instance[frame.instance > 0], return_counts=True)
+            objects = sum(1 for i, c in zip(ids, counts) if int(i) in frame.labels and c >= self.cfg.min_seen_pixels)
+            if objects < self.cfg.min_view_objects:
+                self.filtered["view: shows no object"] += 1
+                return False
+        return True
 
     # -------------------------------------------------------------- object localisation
     def _reject(self, reason: str, *key) -> None:
