@@ -17,9 +17,9 @@ Queries use DESIGN §4's conventions: egocentric direction 0 = straight ahead, l
 The memory lives in whatever frame its poses are in (the robot's odometry frame), floor at z = 0.
 Thread safety: one writer; other threads read a :meth:`snapshot`, which is copied under a lock.
 
-Room for what comes next: ``localize(frame)`` (pose of a frame that comes without one, from the
-objects and depth it shows) and registration of :meth:`topdown` to a given top-down image (a 2D
-similarity) will be read-only functions of a snapshot, beside :mod:`.maps`.
+Views without a pose and maps without a frame: :meth:`localize` (:mod:`.localize`) estimates the
+pose of a frame from the depth and objects it shows; :meth:`register_topdown` (:mod:`.register`)
+finds the similarity from the memory's frame to a given top-down image. Both only read the memory.
 """
 
 from __future__ import annotations
@@ -36,8 +36,13 @@ from . import serialization
 from .draw import BLUE, GREEN, RED, compose_level, draw_arrow, draw_disk, draw_polyline
 from .frame import CameraFrame
 from .geometry import as_pose, camera_yaw, egocentric_bearing, invert_T, vst_box_to_camera
+from .localize import LocalizeConfig, Localization
+from .localize import localize as _localize
 from .maps import MapConfig, MapLayers, map_layers
+from .pose import CameraPose
 from .objects import ASSOCIATIONS, MemoryObject, ObjectRegistry
+from .register import RegisterConfig, TopDownRegistration
+from .register import register_topdown as _register_topdown
 from .topdown import LEVELS, TopDownFrame
 from .voxels import VoxelMap
 
@@ -109,25 +114,11 @@ class MemoryConfig:
 
 
 @dataclass(frozen=True, eq=False)
-class Pose:
+class Pose(CameraPose):
     """A camera pose of the trajectory: ``T_world_cam`` and the step it was taken at."""
 
     T_world_cam: np.ndarray
     step: int
-
-    @property
-    def position(self) -> np.ndarray:
-        return self.T_world_cam[:3, 3].copy()
-
-    @property
-    def yaw(self) -> float:
-        """World yaw of the viewing direction, radians from +x, counter-clockwise."""
-        return camera_yaw(self.T_world_cam)
-
-    @property
-    def heading_deg(self) -> float:
-        """Heading on the top-down map: 0 = image up (world +y), left positive, (-180, 180]."""
-        return TopDownFrame.yaw_to_map_heading(self.yaw)
 
 
 class SpatialMemory:
@@ -351,6 +342,30 @@ class SpatialMemory:
         for t in objects:
             draw_disk(img, frame, self.registry.a["center"][self.registry.resolve(t), :2], 5.0, RED)
         return img
+
+    # ================================================================================ views without a pose, maps without a frame
+    def localize(self, frame: CameraFrame, config: LocalizeConfig | None = None) -> Localization:
+        """Where ``frame`` was taken, in the memory's frame, from the depth and objects it shows;
+        ``frame.T_world_cam`` is ignored (a view that arrives without a pose). See :mod:`.localize`.
+
+        Returns a :class:`Localization`: ``T_world_cam`` (the best guess, always a valid pose),
+        ``confidence`` in [0, 1] and ``ok``; an ambiguous view (a blank wall, two identical rooms) or a
+        view of something the memory never saw comes back with a low confidence, not silently wrong.
+        About 0.1-0.3 s per 256x256 view on one core; the first call on a memory state also builds
+        an index (0.1-0.5 s). Read-only: on a live memory that another thread writes, call it on a
+        :meth:`snapshot`.
+        """
+        return _localize(self, frame, config)
+
+    def register_topdown(self, image: np.ndarray, level: str, config: RegisterConfig | None = None,
+                         map_config: MapConfig | None = None) -> TopDownRegistration:
+        """Register the memory's own map of ``level`` (easy / medium / hard) to a given top-down
+        ``image`` (HxWx3 uint8, north-up, drawn on an unknown frame and scale): a
+        :class:`TopDownRegistration` with the similarity memory xy -> image pixels, point and heading
+        conversions (``odom_to_grid``, ``yaw_to_heading``, ``pose_to_map``) and a confidence. See
+        :mod:`.register`. About 0.3-1 s.
+        """
+        return _register_topdown(self, image, level, config, map_config)
 
     # ================================================================================ state
     def _state(self) -> tuple[dict[str, np.ndarray], dict]:

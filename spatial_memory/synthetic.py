@@ -4,7 +4,10 @@ and the perception-noise harness, with no simulator.
 A scene is a list of gravity-aligned boxes (walls, floor, ceiling and objects). ``render`` casts one
 ray per pixel (OpenCV camera, pixel centres at integers) and returns a :class:`CameraFrame` with
 z-depth, colour (flat per box, shaded a little by the face normal so the easy map has texture) and
-instance masks (objects carry their instance id; structure has id 0).
+instance masks (objects carry their instance id; structure has id 0). For localisation and map
+registration: ``topdown`` draws ground-truth maps of the three levels on any frame, ``transformed``
+moves the whole scene (a rotated, shifted world), ``free_positions`` samples camera positions, and
+:func:`reframe` / :func:`odometry_transform` put frames in a random odometry frame.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .draw import box_footprint, compose_level, polygon_mask
 from .frame import CameraFrame
-from .geometry import intrinsics_from_fovy, pose_from_xy_yaw, rot_z
+from .geometry import intrinsics_from_fovy, make_T, pose_from_xy_yaw, rot_z
+from .topdown import TopDownFrame
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,6 +95,89 @@ class BoxScene:
         ids = np.array([b.instance_id for b in self.boxes] + [0], dtype=np.int32)
         instance = ids[which].reshape(height, width)
         return CameraFrame(rgb=rgb, depth=depth, K=K, T_world_cam=T_world_cam, instance=instance, labels=dict(self.labels), step=step)
+
+
+    # ---------------------------------------------------------------------------- ground truth for
+    # localisation and map registration
+    def transformed(self, T_new_old: np.ndarray) -> "BoxScene":
+        """The same scene moved by a rotation about z and a translation (``T_new_old`` 4x4; only its
+        yaw and translation are used): e.g. the world as seen in an odometry frame."""
+        yaw = float(np.arctan2(T_new_old[1, 0], T_new_old[0, 0]))
+        R, t = rot_z(yaw), np.asarray(T_new_old, dtype=np.float64)[:3, 3]
+        boxes = [SceneBox(R @ b.center + t, b.size.copy(), b.yaw + yaw, b.colour, b.category, b.instance_id) for b in self.boxes]
+        corners = np.array([[x, y, 0.0] for x in self.bounds[0::2] for y in self.bounds[1::2]]) @ R.T + t
+        lo, hi = corners[:, :2].min(axis=0), corners[:, :2].max(axis=0)
+        return BoxScene(boxes, (float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])))
+
+    def topdown(self, level: str, frame: TopDownFrame) -> np.ndarray:
+        """Ground-truth top-down map (uint8 HxWx3) of ``level`` on ``frame``, as the environments draw
+        theirs: medium/hard from the wall and object footprints (:func:`.draw.compose_level`), easy
+        from an orthographic render from above without the ceiling (the top face's colour)."""
+        walls = polygon_mask(frame, [box_footprint(b.center, b.size, b.R) for b in self.walls()])
+        if level in ("medium", "hard"):
+            objects = polygon_mask(frame, [box_footprint(b.center, b.size, b.R) for b in self.objects()])
+            return compose_level(level, walls, objects)
+        xy = frame.pixel_centres_world().reshape(-1, 2)
+        top = max(float(b.center[2] + b.size[2] / 2) for b in self.boxes) + 1.0
+        visible = BoxScene([b for b in self.boxes if b.category != "ceiling"], self.bounds)
+        colour = np.full((len(xy), 3), 255, dtype=np.uint8)
+        for k in range(0, len(xy), 65536):  # rays straight down, one per pixel centre
+            o = np.concatenate([xy[k : k + 65536], np.full((min(65536, len(xy) - k), 1), top)], axis=1)
+            t, which = visible.raycast_parallel(o, np.array([0.0, 0.0, -1.0]))
+            hit = which >= 0
+            colour[k : k + 65536][hit] = np.array([visible.boxes[w].colour for w in which[hit]], dtype=np.uint8)
+        return compose_level("easy", walls, None, colour.reshape(frame.height, frame.width, 3))
+
+    def raycast_parallel(self, origins: np.ndarray, direction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(t, box index) of the first hit of parallel rays ``origins + t direction`` (t = inf, -1 if none)."""
+        n = len(origins)
+        t_best = np.full(n, np.inf)
+        which = np.full(n, -1, dtype=np.int64)
+        for b, box in enumerate(self.boxes):
+            R = box.R
+            o_box = (origins - box.center) @ R
+            d_box = np.asarray(direction, dtype=np.float64) @ R
+            half = np.asarray(box.size, dtype=np.float64) / 2
+            with np.errstate(divide="ignore", invalid="ignore"):
+                inv = 1.0 / d_box
+                t1 = (-half - o_box) * inv
+                t2 = (half - o_box) * inv
+            t_near = np.where(np.isnan(np.minimum(t1, t2)), -np.inf, np.minimum(t1, t2)).max(axis=1)
+            t_far = np.where(np.isnan(t1), np.inf, np.maximum(t1, t2)).min(axis=1)
+            hit = (t_near <= t_far) & (t_near > 1e-9) & (t_near < t_best)
+            t_best[hit] = t_near[hit]
+            which[hit] = b
+        return t_best, which
+
+    def free_positions(self, n: int, rng: np.random.Generator, clearance: float = 0.35) -> np.ndarray:
+        """n random floor positions (Nx2) at least ``clearance`` metres from every wall and object footprint."""
+        obstacles = [b for b in self.boxes if b.category not in ("floor", "ceiling")]
+        out = []
+        x0, y0, x1, y1 = self.bounds
+        for _ in range(200 * n):
+            if len(out) == n:
+                break
+            p = rng.uniform([x0, y0], [x1, y1])
+            if all(_box_distance_2d(p, b) >= clearance for b in obstacles):
+                out.append(p)
+        return np.array(out).reshape(-1, 2)
+
+
+def _box_distance_2d(p: np.ndarray, box: SceneBox) -> float:
+    q = box.R[:2, :2].T @ (np.asarray(p, dtype=np.float64) - box.center[:2])
+    d = np.maximum(np.abs(q) - box.size[:2] / 2, 0.0)
+    return float(np.hypot(d[0], d[1]))
+
+
+def reframe(frame: CameraFrame, T_new_world: np.ndarray) -> CameraFrame:
+    """The same frame with its pose expressed in another frame (e.g. the robot's odometry frame)."""
+    return CameraFrame(rgb=frame.rgb, depth=frame.depth, K=frame.K, T_world_cam=np.asarray(T_new_world) @ frame.T_world_cam,
+                       instance=frame.instance, labels=frame.labels, step=frame.step)
+
+
+def odometry_transform(rng: np.random.Generator, max_offset: float = 5.0) -> np.ndarray:
+    """A random T_odom_world: any yaw, a translation up to ``max_offset`` metres in x and y."""
+    return make_T(rot_z(rng.uniform(-np.pi, np.pi)), [*rng.uniform(-max_offset, max_offset, 2), 0.0])
 
 
 def _wall(x0: float, y0: float, x1: float, y1: float, height: float, thickness: float = 0.1) -> SceneBox:
