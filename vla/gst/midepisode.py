@@ -34,6 +34,13 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+ROW_META = ("target", "target_instance", "category", "level")  # what gst.jsonl keeps of a question's truth
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def gst_options(cfg: dict[str, Any] | None) -> dict[str, Any]:
     cfg = dict(cfg or {})
     unknown = sorted(set(cfg) - set(DEFAULTS))
@@ -130,6 +137,7 @@ class GSTQuestioner(Subscriber):
             self.rows.append({
                 "id": q.id, "step": episode.step, "subtask": q.subtask, "prompt": q.prompt, "prediction": text,
                 "parsed": list(parsed) if isinstance(parsed, tuple) else parsed, "answer": q.answer, "score": score,
+                "meta": {k: _plain(q.meta[k]) for k in ROW_META if q.meta.get(k) is not None},
                 **({"error": error} if error else {}),
             })
         self.seconds = getattr(self, "seconds", 0.0) + time.perf_counter() - t0
