@@ -379,6 +379,33 @@ def test_memory_agent_holds_still_with_an_arm_action_space():
     assert "mug" in {o.category for o in agent.memory.objects()}
 
 
+def test_memory_rides_along_a_driver():
+    """agent.driver: another agent acts (here the env's scripted expert on a real apartment) while the
+    memory fuses the same frames and answers from them."""
+    from envs.registry import make_env
+    from vla.agents import make_agent
+
+    env = make_env({"name": "house", "seed": 900001, "max_steps": 40, "use_meshes": False}, 0)
+    try:
+        agent = make_agent({"name": "memory", "driver": "scripted"}, seed=0)
+        agent.bind(env)
+        expert = env.expert()
+        obs, _ = env.reset(options={"trial": 0})
+        agent.reset(obs.instruction)
+        expert.reset()
+        for step in range(15):
+            a, b = agent.act(obs), expert.act(obs)
+            np.testing.assert_allclose(a, b)  # the driver's actions, untouched
+            obs, _, terminated, truncated, _ = env.step(a)
+            if terminated or truncated:
+                break
+        assert agent.memory.n_frames == step + 1 and agent.navigator.phase == "explore"  # the navigator never ran
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="driver"):
+        make_agent({"name": "memory", "driver": "memory"})
+
+
 # ================================================================== a real house episode
 def test_house_episode_reaches_a_nearby_target():
     """Real env, real memory: the agent binds to the env's action space only and reaches the target."""

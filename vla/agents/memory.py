@@ -4,7 +4,9 @@ Every step it fuses the ego camera frame into the memory (``obs.cameras``: the f
 option ``camera``) and asks the :class:`~vla.agents.navigation.MemoryNavigator` for an action.
 ``bind(env)`` reads nothing but ``env.action_space``; with an action space that is not a mobile
 base's ``[forward_m, left_m, yaw_rad]`` (LIBERO's arm) it holds still (zero actions) and only
-remembers. The memory is ``agent.memory`` (a fresh one per episode), for mid-episode questions and
+remembers, unless option ``driver`` names another agent that acts (``agent.driver=scripted``, or
+any ``"pkg.mod:Class"`` such as a learned policy): the memory then rides along, fusing the same
+frames, and the memory alone answers questions. The memory is ``agent.memory`` (a fresh one per episode), for mid-episode questions and
 for inspection. Navigation: docs/NAVIGATION.md.
 
     agent = MemoryAgent(seed=0)                    # or make_agent({"name": "memory", ...})
@@ -43,6 +45,7 @@ class MemoryAgentOptions:
     memory: str = "auto"
     memory_overrides: dict[str, Any] = field(default_factory=dict)
     navigator: dict[str, Any] = field(default_factory=dict)
+    driver: str | None = None  # another agent acts (e.g. "scripted" or "pkg.mod:Policy"); the memory only answers
     # perception noise (the noisy-perception variant): depth noise sigma(z) = depth_sigma * z^2,
     # a fraction of dropped depth pixels, and odometry drift per frame (a random walk)
     depth_sigma: float = 0.0
@@ -88,9 +91,18 @@ class MemoryAgent:
         self.memory: SpatialMemory | None = None
         self._noisy = None
         self.instruction = ""
+        self.driver = None
+        if self.options.driver:
+            from . import make_agent
+
+            if self.options.driver == "memory":
+                raise ValueError("agent.driver cannot be the memory agent itself")
+            self.driver = make_agent({"name": self.options.driver}, seed=seed)
 
     def seed(self, seed: int | tuple[int, ...]) -> None:
-        self.seed_value = seed  # deterministic: nothing random to seed
+        self.seed_value = seed  # the memory is deterministic; a driver may not be
+        if self.driver is not None and hasattr(self.driver, "seed"):
+            self.driver.seed(seed)
 
     @property
     def mobile_base(self) -> bool:
@@ -101,7 +113,9 @@ class MemoryAgent:
     def bind(self, env: Any) -> None:
         # a non-privileged agent reads only what it may send
         self.action_space = env.action_space
-        if self.mobile_base:
+        if self.driver is not None and hasattr(self.driver, "bind"):
+            self.driver.bind(env)
+        if self.mobile_base and self.driver is None:
             self.navigator.set_action_limits(env.action_space.low, env.action_space.high)
 
     def reset(self, instruction: str) -> None:
@@ -110,6 +124,8 @@ class MemoryAgent:
         noise = self.options.noise_model(seed=hash(self.seed_value) % (2**31))
         self._noisy = noise.stream() if noise is not None else None
         self.navigator.reset(instruction if self.mobile_base else "")
+        if self.driver is not None:
+            self.driver.reset(instruction)
 
     def _camera(self, observation: Observation) -> str:
         cams = observation.cameras
@@ -127,6 +143,8 @@ class MemoryAgent:
         camera = self._camera(observation)
         frame = observation.cameras[camera]
         self.memory.integrate(self._noisy(frame) if self._noisy is not None else frame)
+        if self.driver is not None:
+            return self.driver.act(observation)
         if not self.mobile_base:
             return np.zeros(self.action_space.shape, dtype=self.action_space.dtype)
         action = self.navigator.act(observation, self.memory, camera=camera)

@@ -49,4 +49,5 @@ def libero_live_material(env, name: str, frames: list[CameraFrame]) -> SceneMate
         maps={"medium": table_map(truth, tdf)},
         render=None,
         supported=LIBERO_SUBTASKS,
+        min_target_distance_m=0.1,  # table scale: the wrist camera is never 0.5 m from anything on the table
     )

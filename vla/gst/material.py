@@ -31,6 +31,7 @@ class SceneMaterial:
     render: Callable[[np.ndarray], CameraFrame] | None = None  # world pose [x, y, yaw] -> frame (odometry pose)
     clips: list[tuple[int, int]] = field(default_factory=list)  # (start, end) step ranges for Traj
     supported: tuple[str, ...] = ()  # subtask codes this scene can generate
+    min_target_distance_m: float | None = None  # targets nearer are degenerate (None: GenConfig's, room scale)
 
     def T_world_cam(self, frame: CameraFrame) -> np.ndarray:
         return self.T_world_odom @ frame.T_world_cam

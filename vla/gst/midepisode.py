@@ -116,7 +116,8 @@ class GSTQuestioner(Subscriber):
         material = self._material(episode, name)
         codes = [c for c in (self.cfg["subtasks"] or SUBTASKS) if c in material.supported]
         level = self.cfg["map_level"] if self.cfg["map_level"] in material.maps else next(iter(material.maps))
-        gen = QuestionGenerator(GenConfig(per_scene={c: int(self.cfg["per_subtask"]) for c in codes}, map_level=level, seed=self.cfg["seed"]))
+        scale = {"min_distance_m": material.min_target_distance_m} if material.min_target_distance_m else {}
+        gen = QuestionGenerator(GenConfig(per_scene={c: int(self.cfg["per_subtask"]) for c in codes}, map_level=level, seed=self.cfg["seed"], **scale))
         gen.start_scene(episode.step)
         view = self.frames[-1]
         quota = Counter(gen.cfg.per_scene)
