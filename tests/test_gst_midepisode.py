@@ -122,3 +122,28 @@ def test_libero_mid_episode_asks_only_the_supported_subtasks(tmp_path):
     rows = [json.loads(line) for line in (out / "gst.jsonl").read_text().splitlines()]
     assert rows and {r["subtask"] for r in rows} <= {"EDv", "EDs", "EDistv", "EDists", "GPv", "GPs", "Pos"}
     assert all(0.0 <= r["score"] <= 1.0 for r in rows)
+
+
+def test_registration_is_redone_when_the_live_memory_grows():
+    """Mid-episode the same map image is shown at every checkpoint while the memory grows: a
+    registration of the early, partial memory must not be reused later."""
+    from spatial_memory import SpatialMemory
+    from spatial_memory.synthetic import apartment_scene, apartment_tour, default_camera
+    from spatial_memory.topdown import TopDownFrame
+    from vla.gst.answering import MemoryAnswerer
+
+    scene = apartment_scene()
+    K = default_camera(48, 48)
+    x0, y0, x1, y1 = scene.bounds
+    image = scene.topdown("medium", TopDownFrame(x0 - 0.5, y0 - 0.5, x1 + 0.5, y1 + 0.5))
+    mem, answerer = SpatialMemory(0.05), MemoryAnswerer()
+    tour = apartment_tour(24)
+    for i, T in enumerate(tour[:8]):
+        mem.integrate(scene.render(T, K, 48, 48, step=i))
+    early = answerer.registration(mem, image, "medium")
+    assert answerer.registration(mem, image, "medium") is early  # same state: cached
+    for i, T in enumerate(tour[8:], start=8):
+        mem.integrate(scene.render(T, K, 48, 48, step=i))
+    later = answerer.registration(mem, image, "medium")
+    assert later is not early
+    assert later.score >= early.score - 0.05  # the fuller memory explains the map at least as well

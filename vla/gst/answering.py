@@ -16,7 +16,7 @@ import numpy as np
 
 from spatial_memory import MemoryConfig, SpatialMemory
 from spatial_memory.frame import CameraFrame
-from spatial_memory.geometry import camera_yaw
+from spatial_memory.geometry import backproject, camera_yaw, egocentric_bearing, transform_points
 from spatial_memory.noise import NoiseModel
 
 from .answers import format_answer
@@ -24,6 +24,14 @@ from .question import Question
 from .subtasks import CHOICES, SUBTASKS
 
 RED = np.array([220, 30, 30])
+
+
+def _crop_K(K: np.ndarray, x0: int, y0: int) -> np.ndarray:
+    """Intrinsics of an image crop starting at pixel (x0, y0)."""
+    K = np.array(K, dtype=np.float64)
+    K[0, 2] -= x0
+    K[1, 2] -= y0
+    return K
 
 
 @dataclass
@@ -66,10 +74,12 @@ class MemoryAnswerer:
         loc = memory.localize(view)
         return loc.T_world_cam
 
-    def target(self, question: Question, memory: SpatialMemory):
-        """The memory object the question is about: by category (semantic) or by the red box (visual)."""
+    def target(self, question: Question, memory: SpatialMemory) -> np.ndarray:
+        """Centre (memory frame, 3D) of the object the question is about: by category (semantic) or by
+        the red box (visual). A visual target the memory's registry no longer holds (a thin object
+        whose samples were carved away) is located from the boxed pixels' own depth and poses."""
         if SUBTASKS[question.subtask].target == "semantic":
-            return memory.object(question.meta["category"])
+            return memory.object(question.meta["category"]).center
         boxes = question.get("boxes")
         stream = question.get("stream")
         votes: dict[int, int] = {}
@@ -82,13 +92,32 @@ class MemoryAnswerer:
                     votes[int(i)] = votes.get(int(i), 0) + int(c)
         if not votes:
             raise LookupError("no instance inside the red boxes")
-        return memory.object(max(votes, key=votes.get))
+        instance = max(votes, key=votes.get)
+        try:
+            return memory.object(instance).center
+        except (KeyError, LookupError):
+            pts = []
+            for idx, (x0, y0, x1, y1) in ((int(k), v) for k, v in boxes.items()):
+                if idx < len(stream) and stream[idx].instance is not None:
+                    f = stream[idx]
+                    p = backproject(f.depth[y0 : y1 + 1, x0 : x1 + 1], _crop_K(f.K, x0, y0))
+                    sel = (f.instance[y0 : y1 + 1, x0 : x1 + 1] == instance) & np.isfinite(p).all(axis=-1) & (p[..., 2] > 0)
+                    pts.append(transform_points(f.T_world_cam, p[sel]))
+            pts = np.concatenate(pts) if pts else np.zeros((0, 3))
+            if len(pts) == 0:
+                raise
+            return np.median(pts, axis=0)
 
     def registration(self, memory: SpatialMemory, image: np.ndarray, level: str):
-        key = (id(image), level)
-        if key not in self._registrations:
-            self._registrations[key] = memory.register_topdown(image, level)
-        return self._registrations[key]
+        """The memory's registration to ``image``, cached per (memory state, image, level). A live
+        memory grows between mid-episode checkpoints: an early, partial registration is never reused."""
+        key = (id(memory), memory.n_frames, id(image), level)
+        hit = self._registrations.get(key)
+        if hit is None or hit[0] is not memory or hit[1] is not image:  # ids of collected objects are reused
+            if len(self._registrations) > 64:
+                self._registrations.clear()
+            hit = self._registrations[key] = (memory, image, memory.register_topdown(image, level))
+        return hit[2]
 
     # ------------------------------------------------------------------ answers
     def answer(self, question: Question, live: SpatialMemory | None = None) -> str:
@@ -96,12 +125,12 @@ class MemoryAnswerer:
         memory = self.memory_for(question, live)
         kind = SUBTASKS[code].answer_type
         if code in ("EDv", "EDs", "EDistv", "EDists"):
-            direction, distance = memory.egocentric(self.target(question, memory).id, self.current_T(question, memory))
+            direction, distance = egocentric_bearing(self.current_T(question, memory), self.target(question, memory))
             return format_answer(kind, direction if kind == "angle" else distance)
         level = question.meta.get("level", "easy")
         if code in ("GPv", "GPs"):
             reg = self.registration(memory, question.get("map"), level)
-            return format_answer("point", reg.odom_to_grid(self.target(question, memory).center[:2]))
+            return format_answer("point", reg.odom_to_grid(self.target(question, memory)[:2]))
         if code in ("Pos", "Ori"):
             T = self.current_T(question, memory)
             reg = self.registration(memory, question.get("map"), level)
