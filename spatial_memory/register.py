@@ -58,7 +58,7 @@ class RegisterConfig:
     scale_band: float = 0.10  # +- relative scale searched around the extent-based estimate
     scale_step: float = 0.02
     wide_scale: float = 0.3  # the wide scale search (partial memories) goes down to this fraction of the largest fitting scale
-    wide_levels: tuple[str, ...] = ("easy", "medium", "hard")  # levels where an unconfident fit retries a wide scale search
+    wide_levels: tuple[str, ...] = ("medium", "hard")  # easy: colour edges are too dense for an open scale search (spurious fits on other scenes' maps)
     score_floor: float = 0.35  # score at which the confidence starts rising from 0
     rotation_peaks: int = 4  # orientation-histogram peaks tried (each in both senses)
     sweep_step_deg: float = 3.0  # full rotation sweep when the histograms are flat

@@ -147,3 +147,24 @@ def test_registration_is_redone_when_the_live_memory_grows():
     later = answerer.registration(mem, image, "medium")
     assert later is not early
     assert later.score >= early.score - 0.05  # the fuller memory explains the map at least as well
+
+
+def test_targets_missing_from_the_registry_are_located_from_their_pixels(episode):
+    """The answerer's fallback (a target the memory's registry does not hold) on the real episode's
+    stream: the median of the target's back-projected pixels lands on the true object."""
+    from vla.gst.answering import _locate_in_stream
+
+    result, frames, truth = episode
+    T_odom_world = np.linalg.inv(truth.T_world_odom)
+    seen = {}
+    for f in frames:
+        ids, counts = np.unique(f.instance[f.instance > 0], return_counts=True)
+        for i, c in zip(ids, counts):
+            seen[int(i)] = seen.get(int(i), 0) + int(c)
+    objects = [o for o in truth.objects if seen.get(o.instance_id, 0) >= 300]
+    assert len(objects) >= 3
+    for o in objects[:6]:
+        p = _locate_in_stream(frames, None, lambda f, i=o.instance_id: [i])
+        centre = (T_odom_world @ np.r_[o.position, 1.0])[:3]
+        half = np.asarray(o.box.size) / 2
+        assert np.all(np.abs(p[:2] - centre[:2]) <= np.max(half[:2]) + 0.1), (o.id, p, centre)

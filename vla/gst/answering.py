@@ -26,12 +26,31 @@ from .subtasks import CHOICES, SUBTASKS
 RED = np.array([220, 30, 30])
 
 
-def _crop_K(K: np.ndarray, x0: int, y0: int) -> np.ndarray:
-    """Intrinsics of an image crop starting at pixel (x0, y0)."""
-    K = np.array(K, dtype=np.float64)
-    K[0, 2] -= x0
-    K[1, 2] -= y0
-    return K
+def _locate_in_stream(stream: list[CameraFrame], boxes: dict[int, list[int]] | None, instances) -> np.ndarray:
+    """Median world point of the pixels of ``instances(frame)`` (inside ``boxes[frame index]`` when
+    given) over the recorded frames: depth back-projected with each frame's own pose."""
+    pts = []
+    for idx, f in enumerate(stream):
+        if f.instance is None or (boxes is not None and idx not in boxes):
+            continue
+        ids = instances(f)
+        if not ids:
+            continue
+        x0, y0, x1, y1 = boxes[idx] if boxes is not None else (0, 0, f.instance.shape[1] - 1, f.instance.shape[0] - 1)
+        inst = f.instance[y0 : y1 + 1 : 2, x0 : x1 + 1 : 2]
+        sel = np.isin(inst, ids)
+        if not sel.any():
+            continue
+        K = np.array(f.K, dtype=np.float64)
+        K[:2] /= 2  # every 2nd pixel ...
+        K[0, 2] -= x0 / 2  # ... of the crop
+        K[1, 2] -= y0 / 2
+        p = backproject(f.depth[y0 : y1 + 1 : 2, x0 : x1 + 1 : 2], K)
+        sel &= np.isfinite(p).all(axis=-1) & (p[..., 2] > 0)
+        pts.append(transform_points(f.T_world_cam, p[sel]))
+    if not pts:
+        raise LookupError("the target appears in none of the recorded frames")
+    return np.median(np.concatenate(pts), axis=0)
 
 
 @dataclass
@@ -76,14 +95,18 @@ class MemoryAnswerer:
 
     def target(self, question: Question, memory: SpatialMemory) -> np.ndarray:
         """Centre (memory frame, 3D) of the object the question is about: by category (semantic) or by
-        the red box (visual). A visual target the memory's registry no longer holds (a thin object
-        whose samples were carved away) is located from the boxed pixels' own depth and poses."""
-        if SUBTASKS[question.subtask].target == "semantic":
-            return memory.object(question.meta["category"]).center
-        boxes = question.get("boxes")
+        the red box (visual). A target the memory's registry does not hold (a thin object whose
+        samples were carved away) is located from its own pixels in the video's depth and poses."""
         stream = question.get("stream")
+        if SUBTASKS[question.subtask].target == "semantic":
+            category = question.meta["category"]
+            try:
+                return memory.object(category).center
+            except (KeyError, LookupError):
+                return _locate_in_stream(stream, None, lambda f: [i for i, c in f.labels.items() if c == category])
+        boxes = {int(k): v for k, v in question.get("boxes").items()}
         votes: dict[int, int] = {}
-        for idx, (x0, y0, x1, y1) in ((int(k), v) for k, v in boxes.items()):
+        for idx, (x0, y0, x1, y1) in boxes.items():
             if idx >= len(stream) or stream[idx].instance is None:
                 continue
             ids, counts = np.unique(stream[idx].instance[y0 : y1 + 1, x0 : x1 + 1], return_counts=True)
@@ -96,17 +119,7 @@ class MemoryAnswerer:
         try:
             return memory.object(instance).center
         except (KeyError, LookupError):
-            pts = []
-            for idx, (x0, y0, x1, y1) in ((int(k), v) for k, v in boxes.items()):
-                if idx < len(stream) and stream[idx].instance is not None:
-                    f = stream[idx]
-                    p = backproject(f.depth[y0 : y1 + 1, x0 : x1 + 1], _crop_K(f.K, x0, y0))
-                    sel = (f.instance[y0 : y1 + 1, x0 : x1 + 1] == instance) & np.isfinite(p).all(axis=-1) & (p[..., 2] > 0)
-                    pts.append(transform_points(f.T_world_cam, p[sel]))
-            pts = np.concatenate(pts) if pts else np.zeros((0, 3))
-            if len(pts) == 0:
-                raise
-            return np.median(pts, axis=0)
+            return _locate_in_stream(stream, boxes, lambda f: [instance])
 
     def registration(self, memory: SpatialMemory, image: np.ndarray, level: str):
         """The memory's registration to ``image``, cached per (memory state, image, level). A live
