@@ -168,3 +168,25 @@ def test_targets_missing_from_the_registry_are_located_from_their_pixels(episode
         centre = (T_odom_world @ np.r_[o.position, 1.0])[:3]
         half = np.asarray(o.box.size) / 2
         assert np.all(np.abs(p[:2] - centre[:2]) <= np.max(half[:2]) + 0.1), (o.id, p, centre)
+
+
+def test_mid_episode_questions_use_the_live_memory_and_never_a_stale_one():
+    """Mid-episode the question's stream is the episode so far (a list that grows between
+    checkpoints): questions without a pose (GP, TDS, Traj) must see the whole episode so far too."""
+    from spatial_memory import SpatialMemory
+    from spatial_memory.synthetic import apartment_scene, apartment_tour, default_camera
+    from vla.gst.answering import MemoryAnswerer
+    from vla.gst.question import Question
+
+    scene, K = apartment_scene(), default_camera(32, 32)
+    frames = [scene.render(T, K, 32, 32, step=i) for i, T in enumerate(apartment_tour(12))]
+    stream = frames[:4]  # the questioner's list, as it stands at the first checkpoint
+    q = Question(id="q", subtask="GPs", scene="s", prompt="", media={"stream": stream, "map": np.zeros((8, 8, 3), np.uint8)})
+    answerer = MemoryAnswerer()
+    assert answerer.memory_for(q).n_frames == 4  # no live memory: built from the stream
+    stream.extend(frames[4:])  # the episode goes on; the same list object grows
+    assert answerer.memory_for(q).n_frames == 12
+    live = SpatialMemory(0.05)
+    for f in frames:
+        live.integrate(f)
+    assert answerer.memory_for(q, live) is live  # the agent's own memory of the episode so far

@@ -10,6 +10,7 @@ shown, and answers in the benchmark's formats. It never touches scene truth.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -72,11 +73,16 @@ class MemoryAnswerer:
         return SpatialMemory(config=MemoryConfig.tabletop() if self.cfg.tabletop else MemoryConfig())
 
     def memory_for(self, question: Question, live: SpatialMemory | None = None) -> SpatialMemory:
-        """The agent's live memory mid-episode; offline, a memory built from the question's sensor stream."""
-        if question.current_pose is not None and live is not None:
+        """Mid-episode (the question's video is the episode so far, held in memory, not in files), the
+        agent's live memory, which fused exactly that video; offline, a memory built from the
+        question's own sensor stream."""
+        stream_ref = question.media.get("stream")
+        mid_episode = stream_ref is not None and not isinstance(stream_ref, (str, Path))
+        if live is not None and live.n_frames > 0 and (mid_episode or question.current_pose is not None):
             return live
         stream = question.get("stream")
-        key = (question.media.get("stream") if isinstance(question.media.get("stream"), str) else id(stream), question.root)
+        # a mid-episode stream without a live memory is a list that grows between checkpoints: its length is part of the key
+        key = (stream_ref if isinstance(stream_ref, (str, Path)) else (id(stream), len(stream)), question.root)
         if key != self._cache_key:
             memory = self._new_memory()
             noisy = self.cfg.noise.stream() if self.cfg.noise is not None else None
