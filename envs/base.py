@@ -50,8 +50,25 @@ class ObjectTruth:
     instance_id: int | None = None
 
 
+class CellLattice:
+    """World xy <-> (row, col) on a lattice of square cells: rows along y, columns along x, cell
+    (row, col) centred at ``(x0 + (col + 0.5) * resolution, y0 + (row + 0.5) * resolution)``."""
+
+    x0: float
+    y0: float
+    resolution: float
+
+    def world_to_cell(self, xy: np.ndarray) -> np.ndarray:
+        xy = np.asarray(xy, dtype=np.float64)
+        return np.stack([np.floor((xy[..., 1] - self.y0) / self.resolution), np.floor((xy[..., 0] - self.x0) / self.resolution)], -1).astype(np.int64)
+
+    def cell_to_world(self, rc: np.ndarray) -> np.ndarray:
+        rc = np.asarray(rc, dtype=np.float64)
+        return np.stack([self.x0 + (rc[..., 1] + 0.5) * self.resolution, self.y0 + (rc[..., 0] + 0.5) * self.resolution], -1)
+
+
 @dataclass(frozen=True, eq=False)
-class NavGrid:
+class NavGrid(CellLattice):
     """Navigable area: ``free[row, col]`` True where an agent of ``agent_radius`` may stand.
 
     Cell (row, col) has its centre at world ``(x0 + (col + 0.5) * resolution, y0 + (row + 0.5) * resolution)``.
@@ -62,14 +79,6 @@ class NavGrid:
     y0: float
     resolution: float
     agent_radius: float
-
-    def world_to_cell(self, xy: np.ndarray) -> np.ndarray:
-        xy = np.asarray(xy, dtype=np.float64)
-        return np.stack([np.floor((xy[..., 1] - self.y0) / self.resolution), np.floor((xy[..., 0] - self.x0) / self.resolution)], -1).astype(np.int64)
-
-    def cell_to_world(self, rc: np.ndarray) -> np.ndarray:
-        rc = np.asarray(rc, dtype=np.float64)
-        return np.stack([self.x0 + (rc[..., 1] + 0.5) * self.resolution, self.y0 + (rc[..., 0] + 0.5) * self.resolution], -1)
 
     def is_free(self, xy: np.ndarray) -> np.ndarray:
         rc = self.world_to_cell(xy)

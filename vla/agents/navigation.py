@@ -56,6 +56,8 @@ import numba
 import numpy as np
 from scipy import ndimage
 
+from envs.base import CellLattice
+
 PHASES = ("explore", "goto", "done")
 
 
@@ -212,7 +214,7 @@ def turn_action(yaw: float, target_yaw: float, limits: Limits) -> np.ndarray:
 
 # ============================================================================== grid geometry
 @dataclass(frozen=True)
-class GridWindow:
+class GridWindow(CellLattice):
     """A window of the global lattice: cell (row, col) has its centre at
     ``(x0 + (col + 0.5) res, y0 + (row + 0.5) res)`` (rows = y, cols = x, odometry frame)."""
 
@@ -221,13 +223,9 @@ class GridWindow:
     res: float
     shape: tuple[int, int]
 
-    def world_to_cell(self, xy: np.ndarray) -> np.ndarray:
-        xy = np.asarray(xy, dtype=np.float64)
-        return np.stack([np.floor((xy[..., 1] - self.y0) / self.res), np.floor((xy[..., 0] - self.x0) / self.res)], -1).astype(np.int64)
-
-    def cell_to_world(self, rc: np.ndarray) -> np.ndarray:
-        rc = np.asarray(rc, dtype=np.float64)
-        return np.stack([self.x0 + (rc[..., 1] + 0.5) * self.res, self.y0 + (rc[..., 0] + 0.5) * self.res], -1)
+    @property
+    def resolution(self) -> float:
+        return self.res
 
     def inside(self, rc: np.ndarray) -> np.ndarray:
         rc = np.asarray(rc)
