@@ -60,11 +60,15 @@ class CellLattice:
 
     def world_to_cell(self, xy: np.ndarray) -> np.ndarray:
         xy = np.asarray(xy, dtype=np.float64)
-        return np.stack([np.floor((xy[..., 1] - self.y0) / self.resolution), np.floor((xy[..., 0] - self.x0) / self.resolution)], -1).astype(np.int64)
+        return np.stack(
+            [np.floor((xy[..., 1] - self.y0) / self.resolution), np.floor((xy[..., 0] - self.x0) / self.resolution)], -1
+        ).astype(np.int64)
 
     def cell_to_world(self, rc: np.ndarray) -> np.ndarray:
         rc = np.asarray(rc, dtype=np.float64)
-        return np.stack([self.x0 + (rc[..., 1] + 0.5) * self.resolution, self.y0 + (rc[..., 0] + 0.5) * self.resolution], -1)
+        return np.stack(
+            [self.x0 + (rc[..., 1] + 0.5) * self.resolution, self.y0 + (rc[..., 0] + 0.5) * self.resolution], -1
+        )
 
 
 @dataclass(frozen=True, eq=False)

@@ -62,9 +62,16 @@ def bench_generation(n: int) -> dict:
         rooms.append(len(spec.rooms))
         items.append(len(spec.items))
         faces.append(int(ch.model.nmeshface))
-    return {"scenes": n, "generate_s_median": float(np.median(gen)), "generate_s_max": float(np.max(gen)),
-            "compile_s_median": float(np.median(comp)), "compile_s_max": float(np.max(comp)),
-            "rooms_mean": float(np.mean(rooms)), "items_mean": float(np.mean(items)), "mesh_faces_mean": float(np.mean(faces))}
+    return {
+        "scenes": n,
+        "generate_s_median": float(np.median(gen)),
+        "generate_s_max": float(np.max(gen)),
+        "compile_s_median": float(np.median(comp)),
+        "compile_s_max": float(np.max(comp)),
+        "rooms_mean": float(np.mean(rooms)),
+        "items_mean": float(np.mean(items)),
+        "mesh_faces_mean": float(np.mean(faces)),
+    }
 
 
 def _render_worker(args: tuple) -> dict:
@@ -111,11 +118,16 @@ def bench_render(frames: int, seed: int, use_meshes: bool) -> dict:
             raw = pool.map(_render_worker, [(cores[0], size, frames, seed, use_meshes, False)])[0]
         with ctx.Pool(1) as pool:
             env = pool.map(_render_worker, [(cores[0], size, frames, seed, use_meshes, True)])[0]
-        out[f"{size}"] = {"one_core_sets_per_s": raw["sets"] / raw["seconds"], "one_core_env_steps_per_s": env["sets"] / env["seconds"]}
+        out[f"{size}"] = {
+            "one_core_sets_per_s": raw["sets"] / raw["seconds"],
+            "one_core_env_steps_per_s": env["sets"] / env["seconds"],
+        }
         if len(cores) >= 2:
             with ctx.Pool(2) as pool:
                 t = time.perf_counter()
-                res = pool.map(_render_worker, [(cores[k], size, frames, seed + k, use_meshes, False) for k in range(2)])
+                res = pool.map(
+                    _render_worker, [(cores[k], size, frames, seed + k, use_meshes, False) for k in range(2)]
+                )
                 wall = time.perf_counter() - t
             out[f"{size}"]["two_workers_sets_per_s"] = sum(r["sets"] / r["seconds"] for r in res)
             out[f"{size}"]["two_workers_wall_s"] = wall
@@ -146,21 +158,39 @@ def bench_expert(scenes: int, trials: int, max_steps: int | None) -> dict:
                         break
                 path = float(np.sum(np.hypot(*np.diff(env.trajectory[:, :2], axis=0).T)))
                 geo = env.episode.geodesic_m
-                rows.append({"scene": seed, "trial": trial, "target": env.episode.target_id, "success": bool(info["success"]), "steps": steps,
-                             "bumps": bumps, "geodesic_m": geo, "path_m": path})
+                rows.append(
+                    {
+                        "scene": seed,
+                        "trial": trial,
+                        "target": env.episode.target_id,
+                        "success": bool(info["success"]),
+                        "steps": steps,
+                        "bumps": bumps,
+                        "geodesic_m": geo,
+                        "path_m": path,
+                    }
+                )
         finally:
             env.close()
     wall = time.perf_counter() - t0
     succ = [r["success"] for r in rows]
-    return {"episodes": len(rows), "success_rate": float(np.mean(succ)), "mean_steps": float(np.mean([r["steps"] for r in rows])),
-            "mean_path_m": float(np.mean([r["path_m"] for r in rows])), "mean_grid_geodesic_m": float(np.mean([r["geodesic_m"] for r in rows])),
-            "bumps": int(sum(r["bumps"] for r in rows)),
-            "failures": [r for r in rows if not r["success"]], "wall_s": wall}
+    return {
+        "episodes": len(rows),
+        "success_rate": float(np.mean(succ)),
+        "mean_steps": float(np.mean([r["steps"] for r in rows])),
+        "mean_path_m": float(np.mean([r["path_m"] for r in rows])),
+        "mean_grid_geodesic_m": float(np.mean([r["geodesic_m"] for r in rows])),
+        "bumps": int(sum(r["bumps"] for r in rows)),
+        "failures": [r for r in rows if not r["success"]],
+        "wall_s": wall,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", choices=["generation", "render", "expert"], action="append", help="run only these parts (repeatable)")
+    ap.add_argument(
+        "--only", choices=["generation", "render", "expert"], action="append", help="run only these parts (repeatable)"
+    )
     ap.add_argument("--gen-scenes", type=int, default=20)
     ap.add_argument("--frames", type=int, default=300, help="observation sets per render measurement")
     ap.add_argument("--render-seed", type=int, default=900000)

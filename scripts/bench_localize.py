@@ -152,7 +152,10 @@ def summarise(rows: list[dict]) -> dict:
         "success_rate": float(good.mean()),
         "ok_rate": float(ok.mean()),
         "precision_when_ok": float(good[ok].mean()) if ok.any() else None,
-        "success_when_ok_or_not": {"ok": float(good[ok].mean()) if ok.any() else None, "not_ok": float(good[~ok].mean()) if (~ok).any() else None},
+        "success_when_ok_or_not": {
+            "ok": float(good[ok].mean()) if ok.any() else None,
+            "not_ok": float(good[~ok].mean()) if (~ok).any() else None,
+        },
         "views_with_objects": float(obj.mean()),
         "success_rate_with_objects": float(good[obj].mean()) if obj.any() else None,
         "success_rate_without_objects": float(good[~obj].mean()) if (~obj).any() else None,
@@ -174,10 +177,17 @@ def summarise_reg(rows: list[dict]) -> dict:
     err = np.array([r["error_m"] for r in rows])
     ok = np.array([r["ok"] for r in rows])
     good = err <= 0.15
-    return {"maps": len(rows), "success_rate_0.15m": float(good.mean()), "error_m_median": float(np.median(err)), "error_m_max": float(err.max()),
-            "error_px_equivalent_median": float(np.median([r["error_px"] for r in rows])),
-            "ok_rate": float(ok.mean()), "precision_when_ok": float(good[ok].mean()) if ok.any() else None,
-            "seconds_median": float(np.median([r["seconds"] for r in rows])), "seconds_max": float(max(r["seconds"] for r in rows))}
+    return {
+        "maps": len(rows),
+        "success_rate_0.15m": float(good.mean()),
+        "error_m_median": float(np.median(err)),
+        "error_m_max": float(err.max()),
+        "error_px_equivalent_median": float(np.median([r["error_px"] for r in rows])),
+        "ok_rate": float(ok.mean()),
+        "precision_when_ok": float(good[ok].mean()) if ok.any() else None,
+        "seconds_median": float(np.median([r["seconds"] for r in rows])),
+        "seconds_max": float(max(r["seconds"] for r in rows)),
+    }
 
 
 def main() -> None:
@@ -204,14 +214,24 @@ def main() -> None:
 
     t_start = time.perf_counter()
     seeds = list(range(args.first_seed, args.first_seed + args.scenes))
-    loc_rows, reg_rows, part_rows, tds_rows, scenes = [], {lv: [] for lv in LEVELS}, {lv: [] for lv in LEVELS}, {lv: [] for lv in LEVELS}, []
+    loc_rows, reg_rows, part_rows, tds_rows, scenes = (
+        [],
+        {lv: [] for lv in LEVELS},
+        {lv: [] for lv in LEVELS},
+        {lv: [] for lv in LEVELS},
+        [],
+    )
     all_maps: dict[int, dict] = {}
     mems: dict[int, tuple] = {}
     for seed in seeds:
-        env, route_poses, frames, mem, partial, T_world_odom, maps, frame, build_s = scene_material(seed, args.stride, args.association)
+        env, route_poses, frames, mem, partial, T_world_odom, maps, frame, build_s = scene_material(
+            seed, args.stride, args.association
+        )
         rng = np.random.default_rng(seed)
         try:
-            views = sample_views(env, route_poses, frames, T_world_odom, args.views, tuple(args.offset), args.min_overlap, rng)
+            views = sample_views(
+                env, route_poses, frames, T_world_odom, args.views, tuple(args.offset), args.min_overlap, rng
+            )
         finally:
             env.close()
         t = time.perf_counter()
@@ -223,23 +243,58 @@ def main() -> None:
             e_yaw = abs(float(wrap_deg(np.degrees(camera_yaw(loc.T_world_cam) - camera_yaw(view.T_world_cam)))))
             ids, counts = np.unique(view.instance, return_counts=True)
             n_obj = int(((ids > 0) & (counts >= 0.005 * view.instance.size)).sum())
-            loc_rows.append({"scene": seed, "success": bool(e_pos <= 0.2 and e_yaw <= 5.0), "ok": bool(loc.ok), "confidence": loc.confidence,
-                             "position_error_m": e_pos, "heading_error_deg": e_yaw, "method": loc.method, "objects_visible": n_obj,
-                             "objects_matched": loc.n_objects, "seconds": loc.seconds, "distance_to_route_m": dist, "overlap": overlap})
+            loc_rows.append(
+                {
+                    "scene": seed,
+                    "success": bool(e_pos <= 0.2 and e_yaw <= 5.0),
+                    "ok": bool(loc.ok),
+                    "confidence": loc.confidence,
+                    "position_error_m": e_pos,
+                    "heading_error_deg": e_yaw,
+                    "method": loc.method,
+                    "objects_visible": n_obj,
+                    "objects_matched": loc.n_objects,
+                    "seconds": loc.seconds,
+                    "distance_to_route_m": dist,
+                    "overlap": overlap,
+                }
+            )
         for level in LEVELS:
             for which, m, rows in (("full", mem, reg_rows), ("partial", partial, part_rows)):
                 if which == "partial" and args.no_partial:
                     continue
                 reg = m.register_topdown(maps[level], level)
                 err = registration_error_m(reg, m, T_world_odom, frame)
-                rows[level].append({"scene": seed, "error_m": err, "error_px": err / frame.metres_per_pixel, "ok": bool(reg.ok),
-                                    "confidence": reg.confidence, "score": reg.score, "seconds": reg.seconds})
+                rows[level].append(
+                    {
+                        "scene": seed,
+                        "error_m": err,
+                        "error_px": err / frame.metres_per_pixel,
+                        "ok": bool(reg.ok),
+                        "confidence": reg.confidence,
+                        "score": reg.score,
+                        "seconds": reg.seconds,
+                    }
+                )
         all_maps[seed] = maps
         mems[seed] = (mem, build_s, index_s, len(frames), len(views))
-        scenes.append({"seed": seed, "video_frames": len(frames), "voxels": len(mem.voxels), "objects": len(mem.registry),
-                       "memory_build_s": build_s, "index_build_s": index_s, "views": len(views)})
-        print(f"scene {seed}: {len(views)} views, {summarise([r for r in loc_rows if r['scene'] == seed])['success_rate']:.2f} localised; "
-              + ", ".join(f"{lv} {reg_rows[lv][-1]['error_m']:.3f} m" for lv in LEVELS), file=sys.stderr, flush=True)
+        scenes.append(
+            {
+                "seed": seed,
+                "video_frames": len(frames),
+                "voxels": len(mem.voxels),
+                "objects": len(mem.registry),
+                "memory_build_s": build_s,
+                "index_build_s": index_s,
+                "views": len(views),
+            }
+        )
+        print(
+            f"scene {seed}: {len(views)} views, {summarise([r for r in loc_rows if r['scene'] == seed])['success_rate']:.2f} localised; "
+            + ", ".join(f"{lv} {reg_rows[lv][-1]['error_m']:.3f} m" for lv in LEVELS),
+            file=sys.stderr,
+            flush=True,
+        )
     if not args.no_tds and len(seeds) >= 4:
         for k, seed in enumerate(seeds):
             mem = mems[seed][0]
@@ -253,7 +308,9 @@ def main() -> None:
         "scenes": scenes,
         "localize": summarise(loc_rows),
         "register": {lv: summarise_reg(reg_rows[lv]) for lv in LEVELS},
-        "register_partial_memory_first_third": {lv: summarise_reg(part_rows[lv]) for lv in LEVELS} if not args.no_partial else None,
+        "register_partial_memory_first_third": {lv: summarise_reg(part_rows[lv]) for lv in LEVELS}
+        if not args.no_partial
+        else None,
         "tds_4way_accuracy": {lv: float(np.mean(tds_rows[lv])) for lv in LEVELS} if tds_rows["hard"] else None,
         "wall_s": time.perf_counter() - t_start,
     }

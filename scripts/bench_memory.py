@@ -47,8 +47,13 @@ def timed(fn, *args) -> tuple[float, float]:
 def summary(samples: list[tuple[float, float]]) -> dict:
     wall = np.array([s[0] for s in samples])
     cpu = np.array([s[1] for s in samples])
-    return {"median_ms": round(float(np.median(cpu)), 3), "mean_ms": round(float(cpu.mean()), 3),
-            "p90_ms": round(float(np.percentile(cpu, 90)), 3), "wall_median_ms": round(float(np.median(wall)), 3), "n": len(samples)}
+    return {
+        "median_ms": round(float(np.median(cpu)), 3),
+        "mean_ms": round(float(cpu.mean()), 3),
+        "p90_ms": round(float(np.percentile(cpu, 90)), 3),
+        "wall_median_ms": round(float(np.median(wall)), 3),
+        "n": len(samples),
+    }
 
 
 def render(n_frames: int, size: int):
@@ -63,7 +68,12 @@ def bench_memory(frames, voxel: float, **config) -> dict:
     mem = SpatialMemory(voxel, **config)
     first = [timed(mem.integrate, f) for f in frames]
     again = [timed(mem.integrate, f) for f in frames]  # revisits: the same views again
-    return {"first_pass": summary(first), "revisit": summary(again), "voxels": len(mem.voxels), "objects": len(mem.objects())}
+    return {
+        "first_pass": summary(first),
+        "revisit": summary(again),
+        "voxels": len(mem.voxels),
+        "objects": len(mem.objects()),
+    }
 
 
 def bench_open3d(frames, voxel: float) -> dict:
@@ -77,23 +87,51 @@ def bench_open3d(frames, voxel: float) -> dict:
     K = f0.K
     intr = o3d.camera.PinholeCameraIntrinsic(W, H, K[0, 0], K[1, 1], K[0, 2], K[1, 2])
     depth_max = 20.0
-    legacy = [(o3d.geometry.RGBDImage.create_from_color_and_depth(o3d.geometry.Image(np.ascontiguousarray(f.rgb)), o3d.geometry.Image(np.ascontiguousarray(f.depth)),
-                                                                 depth_scale=1.0, depth_trunc=depth_max, convert_rgb_to_intensity=False), np.linalg.inv(f.T_world_cam)) for f in frames]
+    legacy = [
+        (
+            o3d.geometry.RGBDImage.create_from_color_and_depth(
+                o3d.geometry.Image(np.ascontiguousarray(f.rgb)),
+                o3d.geometry.Image(np.ascontiguousarray(f.depth)),
+                depth_scale=1.0,
+                depth_trunc=depth_max,
+                convert_rgb_to_intensity=False,
+            ),
+            np.linalg.inv(f.T_world_cam),
+        )
+        for f in frames
+    ]
     out = {"open3d_version": o3d.__version__}
 
-    vol = o3d.pipelines.integration.ScalableTSDFVolume(voxel_length=voxel, sdf_trunc=3 * voxel, color_type=o3d.pipelines.integration.TSDFVolumeColorType.RGB8)
+    vol = o3d.pipelines.integration.ScalableTSDFVolume(
+        voxel_length=voxel, sdf_trunc=3 * voxel, color_type=o3d.pipelines.integration.TSDFVolumeColorType.RGB8
+    )
     vol.integrate(*[legacy[0][0], intr, legacy[0][1]])
-    vol = o3d.pipelines.integration.ScalableTSDFVolume(voxel_length=voxel, sdf_trunc=3 * voxel, color_type=o3d.pipelines.integration.TSDFVolumeColorType.RGB8)
+    vol = o3d.pipelines.integration.ScalableTSDFVolume(
+        voxel_length=voxel, sdf_trunc=3 * voxel, color_type=o3d.pipelines.integration.TSDFVolumeColorType.RGB8
+    )
     out["ScalableTSDFVolume"] = summary([timed(vol.integrate, rgbd, intr, ext) for rgbd, ext in legacy])
 
     dev = o3c.Device("CPU:0")
     intr_t = o3c.Tensor(K, o3c.float64)
-    tens = [(o3d.t.geometry.Image(o3c.Tensor(np.ascontiguousarray(f.depth))), o3d.t.geometry.Image(o3c.Tensor(np.ascontiguousarray(f.rgb.astype(np.float32) / 255.0))),
-             o3c.Tensor(np.linalg.inv(f.T_world_cam), o3c.float64)) for f in frames]
+    tens = [
+        (
+            o3d.t.geometry.Image(o3c.Tensor(np.ascontiguousarray(f.depth))),
+            o3d.t.geometry.Image(o3c.Tensor(np.ascontiguousarray(f.rgb.astype(np.float32) / 255.0))),
+            o3c.Tensor(np.linalg.inv(f.T_world_cam), o3c.float64),
+        )
+        for f in frames
+    ]
 
     def make_vbg():
-        return o3d.t.geometry.VoxelBlockGrid(attr_names=("tsdf", "weight", "color"), attr_dtypes=(o3c.float32, o3c.float32, o3c.float32),
-                                             attr_channels=((1), (1), (3)), voxel_size=voxel, block_resolution=16, block_count=4000, device=dev)
+        return o3d.t.geometry.VoxelBlockGrid(
+            attr_names=("tsdf", "weight", "color"),
+            attr_dtypes=(o3c.float32, o3c.float32, o3c.float32),
+            attr_channels=((1), (1), (3)),
+            voxel_size=voxel,
+            block_resolution=16,
+            block_count=4000,
+            device=dev,
+        )
 
     def vbg_integrate(vbg, depth, color, ext):
         blocks = vbg.compute_unique_block_coordinates(depth, intr_t, ext, 1.0, depth_max)
@@ -145,7 +183,9 @@ def bench_long_run(frames, voxel: float, total: int) -> dict:
             sizes.append(len(mem.voxels))
     structure = mem.voxels.nbytes + sum(v.nbytes for v in mem.registry.a.values()) + mem._traj_T.nbytes
     return {
-        "frames": total, "distinct_views": len(frames), "voxels_after_each_pass": sizes,
+        "frames": total,
+        "distinct_views": len(frames),
+        "voxels_after_each_pass": sizes,
         "memory_structure_mb": round(structure / 1e6, 2),
         "process_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "process_peak_rss_growth_mb": round((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024, 1),
@@ -164,8 +204,19 @@ def main() -> None:
     if args.noise:
         from spatial_memory.noise import sweep
 
-        rows = sweep(n_frames=28 if args.quick else 56, size=64 if args.quick else 96, seeds=(0,) if args.quick else (0, 1, 2))
-        print(json.dumps({"noise_sweep": [{k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()} for r in rows]}, indent=1))
+        rows = sweep(
+            n_frames=28 if args.quick else 56, size=64 if args.quick else 96, seeds=(0,) if args.quick else (0, 1, 2)
+        )
+        print(
+            json.dumps(
+                {
+                    "noise_sweep": [
+                        {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()} for r in rows
+                    ]
+                },
+                indent=1,
+            )
+        )
         return
 
     n = 20 if args.quick else 60

@@ -37,8 +37,16 @@ def _raw_env(suite: str, task_id: int, render: bool, res: int):
         from envs import _gl
 
         _gl.before_first_context()
-        return OffScreenRenderEnv(bddl_file_name=bddl, camera_heights=res, camera_widths=res, camera_depths=True, camera_segmentations="instance"), suites.benchmark(suite).get_task_init_states(task_id)
-    return ControlEnv(bddl_file_name=bddl, has_offscreen_renderer=False, use_camera_obs=False), suites.benchmark(suite).get_task_init_states(task_id)
+        return OffScreenRenderEnv(
+            bddl_file_name=bddl,
+            camera_heights=res,
+            camera_widths=res,
+            camera_depths=True,
+            camera_segmentations="instance",
+        ), suites.benchmark(suite).get_task_init_states(task_id)
+    return ControlEnv(bddl_file_name=bddl, has_offscreen_renderer=False, use_camera_obs=False), suites.benchmark(
+        suite
+    ).get_task_init_states(task_id)
 
 
 def bench_steps(render: bool, steps: int, blocks: int, res: int, suite="libero_spatial", task_id=0) -> dict:
@@ -105,11 +113,19 @@ def bench_workers(episodes: int, max_steps: int) -> dict:
     env = {"name": "libero", "suite": "libero_spatial", "render": False, "hard_reset": True, "max_steps": max_steps}
     for workers in (1, 2):
         with tempfile.TemporaryDirectory() as d:
-            spec = EvalSpec(env=env, agent={"name": "random"}, out=d, tasks=[0], trials_per_task=episodes, workers=workers)
+            spec = EvalSpec(
+                env=env, agent={"name": "random"}, out=d, tasks=[0], trials_per_task=episodes, workers=workers
+            )
             t0 = time.perf_counter()
             evaluate(spec, progress=False)
             out[workers] = episodes / (time.perf_counter() - t0)
-    return {"episodes": episodes, "max_steps": max_steps, "episodes_per_s_1_worker": out[1], "episodes_per_s_2_workers": out[2], "speedup": out[2] / out[1]}
+    return {
+        "episodes": episodes,
+        "max_steps": max_steps,
+        "episodes_per_s_1_worker": out[1],
+        "episodes_per_s_2_workers": out[2],
+        "speedup": out[2] / out[1],
+    }
 
 
 def main() -> None:

@@ -78,7 +78,18 @@ def index_voxels(table, bits, n_blk, blk_vox, blk_ijk, vox_ijk, start, n):
     the caller guarantees room)."""
     for v in range(start, n):
         i, j, k = np.int64(vox_ijk[v, 0]), np.int64(vox_ijk[v, 1]), np.int64(vox_ijk[v, 2])
-        b = _find_block(table, bits, _block_key(i, j, k), n_blk, blk_vox, blk_ijk, i >> BLOCK_SHIFT, j >> BLOCK_SHIFT, k >> BLOCK_SHIFT, True)
+        b = _find_block(
+            table,
+            bits,
+            _block_key(i, j, k),
+            n_blk,
+            blk_vox,
+            blk_ijk,
+            i >> BLOCK_SHIFT,
+            j >> BLOCK_SHIFT,
+            k >> BLOCK_SHIFT,
+            True,
+        )
         blk_vox[b, _local(i, j, k)] = v
 
 
@@ -97,7 +108,9 @@ def lookup_voxels(table, bits, blk_vox, ijk):
 
 
 @njit(cache=True)
-def backproject_world(depth, instance, slot_of_id, T_world_cam, fx, fy, cx, cy, min_depth, max_depth, stride, pts, pix, slot):
+def backproject_world(
+    depth, instance, slot_of_id, T_world_cam, fx, fy, cx, cy, min_depth, max_depth, stride, pts, pix, slot
+):
     """World points of the valid pixels of a z-depth image (every ``stride``-th row and column).
 
     Writes ``pts[n] = T_world_cam (z (u - cx)/fx, z (v - cy)/fy, z)``, ``pix[n] = v W + u`` and
@@ -195,7 +208,25 @@ def _fuse_run(idx, k, sr, sg, sb, lab, vox_f, vox_i, w_max):
 
 
 @njit(cache=True)
-def integrate_points(start, pts, pix, slot, obj_of_slot, rgb_flat, inv_voxel, table, bits, n_blk, blk_vox, blk_ijk, n_vox, vox_ijk, vox_f, vox_i, w_max):
+def integrate_points(
+    start,
+    pts,
+    pix,
+    slot,
+    obj_of_slot,
+    rgb_flat,
+    inv_voxel,
+    table,
+    bits,
+    n_blk,
+    blk_vox,
+    blk_ijk,
+    n_vox,
+    vox_ijk,
+    vox_f,
+    vox_i,
+    w_max,
+):
     """Fuse points ``start..`` into the voxels: colour running mean (weight capped at ``w_max``),
     hit count, and a weighted majority vote (Boyer-Moore) of the object index per voxel (-1 = not
     an object). Consecutive points in the same voxel with the same label (most neighbouring pixels)
@@ -236,7 +267,18 @@ def integrate_points(start, pts, pix, slot, obj_of_slot, rgb_flat, inv_voxel, ta
             if bkey != last_bkey:
                 if n_blk[0] >= cap_blk or 2 * (n_blk[0] + 1) > cap_table:
                     return m
-                b = _find_block(table, bits, bkey, n_blk, blk_vox, blk_ijk, i >> BLOCK_SHIFT, j >> BLOCK_SHIFT, kz >> BLOCK_SHIFT, True)
+                b = _find_block(
+                    table,
+                    bits,
+                    bkey,
+                    n_blk,
+                    blk_vox,
+                    blk_ijk,
+                    i >> BLOCK_SHIFT,
+                    j >> BLOCK_SHIFT,
+                    kz >> BLOCK_SHIFT,
+                    True,
+                )
                 last_bkey = bkey
             loc = _local(i, j, kz)
             idx = blk_vox[b, loc]
@@ -289,7 +331,9 @@ def _measured(depth, u, v):
 
 
 @njit(cache=True)
-def carve_voxels(blk_ijk, blk_vox, n_blk, vox_ijk, vox_i, voxel, T_cam_world, fx, fy, cx, cy, depth, margin_abs, margin_rel):
+def carve_voxels(
+    blk_ijk, blk_vox, n_blk, vox_ijk, vox_i, voxel, T_cam_world, fx, fy, cx, cy, depth, margin_abs, margin_rel
+):
     """Free-space evidence: every occupied voxel whose centre the depth image sees through (the
     measured depth at its pixel lies beyond it by more than ``margin_abs + margin_rel * z``) loses
     half its hits plus one (at <= 0 it no longer counts as occupied; a new hit revives it).
@@ -335,7 +379,9 @@ def carve_voxels(blk_ijk, blk_vox, n_blk, vox_ijk, vox_i, voxel, T_cam_world, fx
 
 
 @njit(cache=True)
-def carve_object_points(points, npts, n_obj, T_cam_world, fx, fy, cx, cy, depth, obj_img, margin_abs, margin_rel, removed):
+def carve_object_points(
+    points, npts, n_obj, T_cam_world, fx, fy, cx, cy, depth, obj_img, margin_abs, margin_rel, removed
+):
     """Drop the sample points of every object that the frame shows are no longer there, compacting
     each object's sample in place; ``removed[o]`` receives how many went.
 
@@ -363,7 +409,9 @@ def carve_object_points(points, npts, n_obj, T_cam_world, fx, fy, cx, cy, depth,
 
 
 @njit(cache=True)
-def rasterize_columns(vox_ijk, vox_f, vox_i, n, voxel, x0, y1, mpp, z_max, wall_lo, wall_hi, top_z, top_rgb, wall_count, object_count):
+def rasterize_columns(
+    vox_ijk, vox_f, vox_i, n, voxel, x0, y1, mpp, z_max, wall_lo, wall_hi, top_z, top_rgb, wall_count, object_count
+):
     """Splat occupied voxels below ``z_max`` into top-down pixel layers.
 
     Pixel (row, col) has its centre at world ``(x0 + (col + 0.5) mpp, y1 - (row + 0.5) mpp)``. A
@@ -498,4 +546,3 @@ def object_image(pix, slot, obj_of_slot, H, W):
         if s >= 0:
             out[pix[m]] = obj_of_slot[s]
     return out.reshape(H, W)
-

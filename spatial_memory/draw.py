@@ -74,7 +74,9 @@ def convex_hull_2d(points: np.ndarray) -> np.ndarray:
     return np.array(lower[:-1] + upper[:-1])
 
 
-def compose_level(level: str, walls: np.ndarray, objects: np.ndarray | None = None, colour: np.ndarray | None = None) -> np.ndarray:
+def compose_level(
+    level: str, walls: np.ndarray, objects: np.ndarray | None = None, colour: np.ndarray | None = None
+) -> np.ndarray:
     """The map image (uint8 HxWx3) of one abstraction level from boolean layers.
 
     easy needs ``colour`` (top-most surface colours, white where nothing is known); medium draws
@@ -111,7 +113,9 @@ def draw_disk(img: np.ndarray, frame: TopDownFrame, xy: np.ndarray, radius_px: f
     return img
 
 
-def draw_polyline(img: np.ndarray, frame: TopDownFrame, xy: np.ndarray, colour=RED, thickness_px: float = 3.0) -> np.ndarray:
+def draw_polyline(
+    img: np.ndarray, frame: TopDownFrame, xy: np.ndarray, colour=RED, thickness_px: float = 3.0
+) -> np.ndarray:
     """A world-xy polyline (Nx2) drawn with round joins: the union of disks of radius
     ``thickness_px / 2`` centred at points spaced at most half a pixel along it (vectorised)."""
     uv = frame.world_to_pixel(np.asarray(xy, dtype=np.float64).reshape(-1, 2)[:, :2])
@@ -131,18 +135,33 @@ def draw_polyline(img: np.ndarray, frame: TopDownFrame, xy: np.ndarray, colour=R
     for dr in range(-R, R + 1):
         for dc in range(-R, R + 1):
             c, rr = base[:, 0] + dc, base[:, 1] + dr
-            hit = ((c + 0.5 - pts[:, 0]) ** 2 + (rr + 0.5 - pts[:, 1]) ** 2 <= r * r) & (c >= 0) & (c < frame.width) & (rr >= 0) & (rr < frame.height)
+            hit = (
+                ((c + 0.5 - pts[:, 0]) ** 2 + (rr + 0.5 - pts[:, 1]) ** 2 <= r * r)
+                & (c >= 0)
+                & (c < frame.width)
+                & (rr >= 0)
+                & (rr < frame.height)
+            )
             layer[rr[hit], c[hit]] = True
     img[layer] = colour
     return img
 
 
-def draw_arrow(img: np.ndarray, frame: TopDownFrame, xy: np.ndarray, yaw_rad: float, length_px: float = 22.0, colour=GREEN) -> np.ndarray:
+def draw_arrow(
+    img: np.ndarray, frame: TopDownFrame, xy: np.ndarray, yaw_rad: float, length_px: float = 22.0, colour=GREEN
+) -> np.ndarray:
     """A filled arrowhead at world xy pointing along world yaw (radians from +x, CCW)."""
     tip_dir = np.array([np.cos(yaw_rad), np.sin(yaw_rad)])
     side = np.array([-tip_dir[1], tip_dir[0]])
     s = frame.metres_per_pixel * length_px
     c = np.asarray(xy, dtype=np.float64)[:2]
-    tri = np.array([c + tip_dir * s * 0.6, c - tip_dir * s * 0.4 + side * s * 0.35, c - tip_dir * s * 0.2, c - tip_dir * s * 0.4 - side * s * 0.35])
+    tri = np.array(
+        [
+            c + tip_dir * s * 0.6,
+            c - tip_dir * s * 0.4 + side * s * 0.35,
+            c - tip_dir * s * 0.2,
+            c - tip_dir * s * 0.4 - side * s * 0.35,
+        ]
+    )
     img[polygon_mask(frame, [tri])] = colour
     return img

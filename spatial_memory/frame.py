@@ -42,7 +42,9 @@ class CameraFrame:
         if rgb.dtype != np.uint8:
             raise ValueError(f"CameraFrame.rgb must be uint8, got {rgb.dtype}")
         if not isinstance(depth, np.ndarray) or depth.shape != rgb.shape[:2]:
-            raise ValueError(f"CameraFrame.depth must be HxW = {rgb.shape[:2]}, got {getattr(depth, 'shape', type(depth))}")
+            raise ValueError(
+                f"CameraFrame.depth must be HxW = {rgb.shape[:2]}, got {getattr(depth, 'shape', type(depth))}"
+            )
         if depth.dtype != np.float32:
             raise ValueError(f"CameraFrame.depth must be float32 metres, got {depth.dtype}")
         K = np.asarray(self.K, dtype=np.float64)
@@ -54,7 +56,9 @@ class CameraFrame:
         if self.instance is not None:
             inst = self.instance
             if not isinstance(inst, np.ndarray) or inst.shape != rgb.shape[:2]:
-                raise ValueError(f"CameraFrame.instance must be HxW = {rgb.shape[:2]}, got {getattr(inst, 'shape', type(inst))}")
+                raise ValueError(
+                    f"CameraFrame.instance must be HxW = {rgb.shape[:2]}, got {getattr(inst, 'shape', type(inst))}"
+                )
             if inst.dtype != np.int32:
                 raise ValueError(f"CameraFrame.instance must be int32, got {inst.dtype}")
         if not isinstance(self.labels, dict) or not all(

@@ -80,7 +80,9 @@ def look_at(eye_world: np.ndarray, target_world: np.ndarray, up_world: np.ndarra
 def pose_from_xy_yaw(x: float, y: float, yaw_rad: float, height: float, pitch_down_rad: float = 0.0) -> np.ndarray:
     """T_world_cam of a camera at (x, y, height) whose viewing direction has world yaw ``yaw_rad`` and
     is tilted down by ``pitch_down_rad`` (no roll): the usual head camera of a mobile robot."""
-    forward = np.array([np.cos(yaw_rad) * np.cos(pitch_down_rad), np.sin(yaw_rad) * np.cos(pitch_down_rad), -np.sin(pitch_down_rad)])
+    forward = np.array(
+        [np.cos(yaw_rad) * np.cos(pitch_down_rad), np.sin(yaw_rad) * np.cos(pitch_down_rad), -np.sin(pitch_down_rad)]
+    )
     eye = np.array([x, y, height], dtype=np.float64)
     return look_at(eye, eye + forward)
 
@@ -148,7 +150,9 @@ def vst_box_to_camera(box9: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     """
     b = np.asarray(box9, dtype=np.float64).reshape(-1)
     if b.shape != (9,) or not np.all(np.isfinite(b)):
-        raise ValueError(f"a VST box needs 9 finite numbers [x, y, z, x_size, y_size, z_size, pitch, yaw, roll], got {box9!r}")
+        raise ValueError(
+            f"a VST box needs 9 finite numbers [x, y, z, x_size, y_size, z_size, pitch, yaw, roll], got {box9!r}"
+        )
     if np.any(b[3:6] < 0):
         raise ValueError(f"a VST box needs non-negative sizes, got {b[3:6].tolist()}")
     pitch, yaw, roll = np.radians(b[6:9] * 180.0)

@@ -65,7 +65,10 @@ class LocalizeConfig:
     scan_pixels: int = 80  # the view is subsampled to at most this many pixels along its long side
     scan_voxel: float = 0.1  # scan downsampling
     free_gap: float = 0.3  # free-space samples along the rays stop this far before the hit
-    near_gaps: tuple[float, ...] = (0.08, 0.13)  # ... plus samples this far in front of surfaces seen head-on (along the normal)
+    near_gaps: tuple[float, ...] = (
+        0.08,
+        0.13,
+    )  # ... plus samples this far in front of surfaces seen head-on (along the normal)
     free_weight: float = 1.0  # weight of a free-space sample landing on an occupied cell (vs a hit)
     likelihood_sigma: float = 0.1  # blur of the occupancy likelihood field
     candidates: int = 10  # geometric hypotheses kept from the correlative search
@@ -141,7 +144,9 @@ class MapIndex:
         self.obj_category = list(reg.categories)
         self.obj_by_instance = {int(i): o for o, i in enumerate(reg.a["instance_id"][: len(reg)]) if i >= 0}
         npts = reg.a["npts"][: len(reg)]
-        self.obj_centroid = np.array([reg.a["points"][o, : max(n, 1)].mean(axis=0) if n else reg.a["center"][o] for o, n in enumerate(npts)]).reshape(-1, 3)
+        self.obj_centroid = np.array(
+            [reg.a["points"][o, : max(n, 1)].mean(axis=0) if n else reg.a["center"][o] for o, n in enumerate(npts)]
+        ).reshape(-1, 3)
         self.obj_radius = np.array([0.5 * np.hypot(*reg.a["size"][o, :2]) for o in range(len(reg))])
         self.categories = sorted(set(self.obj_category))
         self.obj_cat_id = np.array([self.categories.index(c) for c in self.obj_category], dtype=np.int64).reshape(-1)
@@ -155,10 +160,16 @@ class MapIndex:
         lo = np.minimum(c[:, :2].min(axis=0), T[:, :2, 3].min(axis=0) if len(T) else np.inf) - 0.5
         hi = np.maximum(c[:, :2].max(axis=0), T[:, :2, 3].max(axis=0) if len(T) else -np.inf) + 0.5
         self.origin = lo
-        self.shape = (int(np.ceil((hi[1] - lo[1]) / cs)) + 1, int(np.ceil((hi[0] - lo[0]) / cs)) + 1)  # rows = y, cols = x
+        self.shape = (
+            int(np.ceil((hi[1] - lo[1]) / cs)) + 1,
+            int(np.ceil((hi[0] - lo[0]) / cs)) + 1,
+        )  # rows = y, cols = x
         H, W = self.shape
         self.R_cells = int(np.ceil(cfg.max_range / cs)) + 2
-        self.fft_shape = (sfft.next_fast_len(H + self.R_cells + 1, real=True), sfft.next_fast_len(W + self.R_cells + 1, real=True))
+        self.fft_shape = (
+            sfft.next_fast_len(H + self.R_cells + 1, real=True),
+            sfft.next_fast_len(W + self.R_cells + 1, real=True),
+        )
         edges = list(cfg.bands) + [self.ceiling]
         self.band_edges = np.array(edges)
         self.map_fft = []
@@ -174,7 +185,11 @@ class MapIndex:
         # where a camera may stand: not in an obstacle cell, and either near seen floor or in the region
         # reachable from the trajectory without crossing (slightly thickened) obstacles
         floor = c[c[:, 2] <= cfg.floor_clearance]
-        floor_seen = ndimage.binary_dilation(self._rasterize(floor[:, :2]), iterations=3) if len(floor) else np.zeros((H, W), dtype=bool)
+        floor_seen = (
+            ndimage.binary_dilation(self._rasterize(floor[:, :2]), iterations=3)
+            if len(floor)
+            else np.zeros((H, W), dtype=bool)
+        )
         reachable = np.zeros((H, W), dtype=bool)
         if len(T):
             rc = self._cells(T[:, :2, 3])
@@ -206,7 +221,9 @@ class MapIndex:
         return out
 
     def cell_centre(self, r: np.ndarray, c: np.ndarray) -> np.ndarray:
-        return np.stack([self.origin[0] + (c + 0.5) * self.cfg.cell, self.origin[1] + (r + 0.5) * self.cfg.cell], axis=-1)
+        return np.stack(
+            [self.origin[0] + (c + 0.5) * self.cfg.cell, self.origin[1] + (r + 0.5) * self.cfg.cell], axis=-1
+        )
 
 
 def _tilt_prior(T: np.ndarray) -> tuple[np.ndarray, float]:
@@ -223,7 +240,15 @@ def _tilt_prior(T: np.ndarray) -> tuple[np.ndarray, float]:
 def map_index(mem, cfg: LocalizeConfig) -> MapIndex:
     """The cached :class:`MapIndex` of ``mem`` (rebuilt when the memory changed or ``cfg`` differs)."""
     reg = mem.registry.a
-    key = (mem.n_frames, len(mem.voxels), len(mem.registry), int(reg["n_obs"].sum()), int(reg["box_n"].sum()), len(mem.trajectory()[1]), cfg)
+    key = (
+        mem.n_frames,
+        len(mem.voxels),
+        len(mem.registry),
+        int(reg["n_obs"].sum()),
+        int(reg["box_n"].sum()),
+        len(mem.trajectory()[1]),
+        cfg,
+    )
     cache = getattr(mem, "_localize_cache", None)
     if cache is not None and cache[0] == key:
         return cache[1]
@@ -243,7 +268,9 @@ class _Scan:
     n_valid: int
     near: np.ndarray | None = None  # Kx3 free-space samples just in front of surfaces seen head-on
     unique_matches: dict = field(default_factory=dict)  # instance id -> the one memory object it is
-    want: np.ndarray | None = None  # per point: memory object (instance mode) or category id it should land on; -2 = none
+    want: np.ndarray | None = (
+        None  # per point: memory object (instance mode) or category id it should land on; -2 = none
+    )
     want_kind: str = "object"
 
 
@@ -273,7 +300,9 @@ def _scan(frame: CameraFrame, idx: MapIndex, cfg: LocalizeConfig) -> _Scan:
     # reject normals across depth discontinuities
     jump = np.abs(np.concatenate([dx[valid], dy[valid]], axis=1)).max(axis=1) > 0.15 * z[valid] + 0.05
     n[~np.isfinite(n).all(axis=1) | jump] = 0.0
-    inst_img = frame.instance[s // 2 :: s, s // 2 :: s] if frame.instance is not None else np.zeros((h, w), dtype=np.int32)
+    inst_img = (
+        frame.instance[s // 2 :: s, s // 2 :: s] if frame.instance is not None else np.zeros((h, w), dtype=np.int32)
+    )
     inst = inst_img[valid].astype(np.int64)
     # objects (centroids of labelled segments, from the full-resolution masks)
     objects = {}
@@ -345,7 +374,11 @@ def _object_hypotheses(scan: _Scan, idx: MapIndex, max_hyp: int = 4) -> tuple[li
     vcat = [scan.objects[i][2] for i in view_ids]
     mc = idx.obj_centroid[:, :2]
     if idx.association == "instance" and idx.obj_by_instance:
-        pairs = [(k, idx.obj_by_instance[i]) for k, i in enumerate(view_ids) if i in idx.obj_by_instance and idx.obj_category[idx.obj_by_instance[i]] == vcat[k]]
+        pairs = [
+            (k, idx.obj_by_instance[i])
+            for k, i in enumerate(view_ids)
+            if i in idx.obj_by_instance and idx.obj_category[idx.obj_by_instance[i]] == vcat[k]
+        ]
         cands = {k: [m] for k, m in pairs}
     else:
         cands = {k: [m for m, c in enumerate(idx.obj_category) if c == vcat[k]] for k in range(len(view_ids))}
@@ -450,7 +483,9 @@ def _geometric_hypotheses(scan: _Scan, idx: MapIndex, cfg: LocalizeConfig) -> li
         r, col = divmod(k, W)
         xy = idx.cell_centre(r, col)  # scan offsets were rounded: the camera sits at the cell centre
         cand = (float(xy[0]), float(xy[1]), yaw, val)
-        if all(np.hypot(cand[0] - o[0], cand[1] - o[1]) > 0.4 or abs(_wrap(cand[2] - o[2])) > np.radians(15) for o in out):
+        if all(
+            np.hypot(cand[0] - o[0], cand[1] - o[1]) > 0.4 or abs(_wrap(cand[2] - o[2])) > np.radians(15) for o in out
+        ):
             out.append(cand)
         if len(out) >= cfg.candidates:
             break
@@ -573,8 +608,16 @@ def _icp(scan: _Scan, idx: MapIndex, cfg: LocalizeConfig, x: float, y: float, ya
     return x, y, yaw
 
 
-def _verify(scan: _Scan, idx: MapIndex, cfg: LocalizeConfig, x: float, y: float, yaw: float, gate: float | None = None,
-            near: bool = True) -> tuple[float, float, float, float]:
+def _verify(
+    scan: _Scan,
+    idx: MapIndex,
+    cfg: LocalizeConfig,
+    x: float,
+    y: float,
+    yaw: float,
+    gate: float | None = None,
+    near: bool = True,
+) -> tuple[float, float, float, float]:
     """(score, inlier fraction, see-through fraction, semantic agreement) of a pose; ``gate`` (default
     ``inlier_m``) is the distance within which a scan point counts as explained; ``near=False`` leaves
     out the samples just in front of surfaces (they punish poses a few centimetres off: not for
@@ -605,7 +648,9 @@ def _verify(scan: _Scan, idx: MapIndex, cfg: LocalizeConfig, x: float, y: float,
         f_st = max(f_st, f_near)
     sem = np.nan
     lab = scan.want >= 0
-    if lab.sum() >= 5:  # points of matched objects should land on their object (or category): near nothing counts against
+    if (
+        lab.sum() >= 5
+    ):  # points of matched objects should land on their object (or category): near nothing counts against
         jj = j[lab]
         hit = jj < len(idx.labels)
         mem_lab = np.full(len(jj), -1, dtype=np.int64)
@@ -620,7 +665,9 @@ def _verify(scan: _Scan, idx: MapIndex, cfg: LocalizeConfig, x: float, y: float,
     return float(score), f_in, f_st, sem
 
 
-def _polish(scan: _Scan, idx: MapIndex, cfg: LocalizeConfig, x: float, y: float, yaw: float, score: float) -> tuple[float, float, float]:
+def _polish(
+    scan: _Scan, idx: MapIndex, cfg: LocalizeConfig, x: float, y: float, yaw: float, score: float
+) -> tuple[float, float, float]:
     """Pattern search on the verification score: steps of 16, 8, 4, 2 cm and 2, 1, 0.5, 0.25 degrees."""
     for dxy, dyaw in ((0.16, 2.0), (0.08, 1.0), (0.04, 0.5), (0.02, 0.25)):
         for _ in range(6):
@@ -653,7 +700,21 @@ def localize(mem, frame: CameraFrame, cfg: LocalizeConfig | None = None) -> Loca
     fallback = idx.T_last if idx.T_last is not None else np.eye(4)
 
     def failed(reason: str, n_points: int = 0, n_obj: int = 0) -> Localization:
-        return Localization(fallback.copy(), 0.0, 0.0, 0.0, 0.0, np.nan, 0.0, "failed", False, n_obj, n_points, reason, time.perf_counter() - t0)
+        return Localization(
+            fallback.copy(),
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            np.nan,
+            0.0,
+            "failed",
+            False,
+            n_obj,
+            n_points,
+            reason,
+            time.perf_counter() - t0,
+        )
 
     if idx.empty:
         return failed("the memory has (almost) no mapped surfaces")
@@ -677,7 +738,9 @@ def localize(mem, frame: CameraFrame, cfg: LocalizeConfig | None = None) -> Loca
     # pins a view that slides along a wall (a sliver of an object, the free space in front of a surface)
     leaders, rest = [], []
     for r in refined:
-        distinct = all(np.hypot(r[1] - p[1], r[2] - p[2]) > 0.3 or abs(_wrap(r[3] - p[3])) > np.radians(10) for p in leaders)
+        distinct = all(
+            np.hypot(r[1] - p[1], r[2] - p[2]) > 0.3 or abs(_wrap(r[3] - p[3])) > np.radians(10) for p in leaders
+        )
         x, y, yw = r[1:4]
         if distinct and len(leaders) < cfg.polish:
             x, y, yw = _polish(scan, idx, cfg, x, y, yw, _verify(scan, idx, cfg, x, y, yw)[0])
@@ -687,7 +750,12 @@ def localize(mem, frame: CameraFrame, cfg: LocalizeConfig | None = None) -> Loca
     refined.sort(key=lambda r: -r[0])
     best = refined[0]
     # another pose is one that would be wrong if it were the answer (GST's tolerance: ~0.2 m, 5 degrees)
-    same = [r for r in refined if np.hypot(r[1] - best[1], r[2] - best[2]) <= cfg.distinct_m and abs(_wrap(r[3] - best[3])) <= np.radians(cfg.distinct_deg)]
+    same = [
+        r
+        for r in refined
+        if np.hypot(r[1] - best[1], r[2] - best[2]) <= cfg.distinct_m
+        and abs(_wrap(r[3] - best[3])) <= np.radians(cfg.distinct_deg)
+    ]
     other = [r for r in refined if r not in same]
     sources = {r[4] for r in same}
     method = "objects+geometry" if len(sources) == 2 else best[4]
@@ -700,7 +768,28 @@ def localize(mem, frame: CameraFrame, cfg: LocalizeConfig | None = None) -> Loca
     T = _pose(idx, best[1], best[2], best[3])
     alts = tuple((_pose(idx, r[1], r[2], r[3]), float(r[0])) for r in other[:3])
     ok = conf >= cfg.min_confidence
-    reason = "" if ok else ("ambiguous: another pose explains the view about as well" if margin < need and best[0] >= 0.7
-                            else "low confidence: the view matches the map poorly")
-    return Localization(T, conf, float(best[0]), float(best[5]), float(best[6]), float(best[7]), float(margin), method, ok,
-                        n_obj, len(scan.pts), reason, time.perf_counter() - t0, alts)
+    reason = (
+        ""
+        if ok
+        else (
+            "ambiguous: another pose explains the view about as well"
+            if margin < need and best[0] >= 0.7
+            else "low confidence: the view matches the map poorly"
+        )
+    )
+    return Localization(
+        T,
+        conf,
+        float(best[0]),
+        float(best[5]),
+        float(best[6]),
+        float(best[7]),
+        float(margin),
+        method,
+        ok,
+        n_obj,
+        len(scan.pts),
+        reason,
+        time.perf_counter() - t0,
+        alts,
+    )

@@ -59,7 +59,9 @@ def dilate(mask: np.ndarray, radius_px: int) -> np.ndarray:
     H, W = mask.shape
     for dr in range(-radius_px, radius_px + 1):
         for dc in range(-radius_px, radius_px + 1):
-            out[max(dr, 0) : H + min(dr, 0), max(dc, 0) : W + min(dc, 0)] |= mask[max(-dr, 0) : H + min(-dr, 0), max(-dc, 0) : W + min(-dc, 0)]
+            out[max(dr, 0) : H + min(dr, 0), max(dc, 0) : W + min(dc, 0)] |= mask[
+                max(-dr, 0) : H + min(-dr, 0), max(-dc, 0) : W + min(-dc, 0)
+            ]
     return out
 
 
@@ -80,7 +82,10 @@ def map_layers(voxels: VoxelMap, registry: ObjectRegistry, frame: TopDownFrame, 
         objects = raster["object_count"] > 0
     else:
         objects = np.zeros((frame.height, frame.width), dtype=bool)
-        polys = [registry.view(o).footprint() for o in range(len(registry))
-                 if registry.a["n_obs"][o] > 0 and registry.a["center"][o, 2] - registry.a["size"][o, 2] / 2 < cfg.ceiling_z]
+        polys = [
+            registry.view(o).footprint()
+            for o in range(len(registry))
+            if registry.a["n_obs"][o] > 0 and registry.a["center"][o, 2] - registry.a["size"][o, 2] / 2 < cfg.ceiling_z
+        ]
         polygon_mask(frame, polys, out=objects)
     return MapLayers(walls=walls, objects=objects, colour=raster["top_rgb"], top_z=raster["top_z"])

@@ -35,7 +35,7 @@ from . import _kernels as kern
 from . import serialization
 from .draw import BLUE, GREEN, RED, compose_level, draw_arrow, draw_disk, draw_polyline
 from .frame import CameraFrame
-from .geometry import as_pose, camera_yaw, egocentric_bearing, invert_T, vst_box_to_camera
+from .geometry import as_pose, egocentric_bearing, invert_T, vst_box_to_camera
 from .localize import LocalizeConfig, Localization
 from .localize import localize as _localize
 from .maps import MapConfig, MapLayers, map_layers
@@ -82,13 +82,17 @@ class MemoryConfig:
         if not (np.isfinite(self.voxel_size) and self.voxel_size > 0):
             raise ValueError(f"MemoryConfig.voxel_size must be a positive number of metres, got {self.voxel_size!r}")
         if not (0 <= self.min_depth < self.max_depth and np.isfinite(self.max_depth)):
-            raise ValueError(f"MemoryConfig needs 0 <= min_depth < max_depth < inf, got {self.min_depth}, {self.max_depth}")
+            raise ValueError(
+                f"MemoryConfig needs 0 <= min_depth < max_depth < inf, got {self.min_depth}, {self.max_depth}"
+            )
         if int(self.pixel_stride) < 1 or int(self.carve_every) < 0:
             raise ValueError("MemoryConfig needs pixel_stride >= 1 and carve_every >= 0")
         if self.association not in ASSOCIATIONS:
             raise ValueError(f"MemoryConfig.association must be one of {ASSOCIATIONS}, got {self.association!r}")
         if isinstance(self.map, dict):
-            object.__setattr__(self, "map", MapConfig(**{**self.map, "wall_band": tuple(self.map.get("wall_band", (1.2, 1.8)))}))
+            object.__setattr__(
+                self, "map", MapConfig(**{**self.map, "wall_band": tuple(self.map.get("wall_band", (1.2, 1.8)))})
+            )
         object.__setattr__(self, "carve_margin", tuple(float(m) for m in self.carve_margin))
         object.__setattr__(self, "structure_categories", tuple(self.structure_categories))
 
@@ -142,7 +146,13 @@ class SpatialMemory:
 
     @staticmethod
     def _registry_config(cfg: MemoryConfig) -> dict:
-        return dict(association=cfg.association, max_points=cfg.max_points, points_per_frame=cfg.points_per_frame, assoc_distance=cfg.assoc_distance, seed=cfg.seed)
+        return dict(
+            association=cfg.association,
+            max_points=cfg.max_points,
+            points_per_frame=cfg.points_per_frame,
+            assoc_distance=cfg.assoc_distance,
+            seed=cfg.seed,
+        )
 
     def __repr__(self) -> str:
         return f"SpatialMemory(voxels={len(self.voxels)}, objects={len(self.registry)}, frames={self._n_frames}, voxel_size={self.config.voxel_size})"
@@ -164,7 +174,9 @@ class SpatialMemory:
         cfg = self.config
         reach = np.abs(frame.T_world_cam[:3, 3]).max() + cfg.max_depth
         if reach >= 0.99 * kern.KEY_OFFSET * cfg.voxel_size:
-            raise ValueError(f"CameraFrame.T_world_cam translation {frame.T_world_cam[:3, 3].tolist()} is too far from the origin for voxel size {cfg.voxel_size}")
+            raise ValueError(
+                f"CameraFrame.T_world_cam translation {frame.T_world_cam[:3, 3].tolist()} is too far from the origin for voxel size {cfg.voxel_size}"
+            )
         with self._lock:
             self._writable()
             self._integrate(frame, record_pose)
@@ -186,7 +198,9 @@ class SpatialMemory:
         lut, slot_ids, slot_cats = self._instance_slots(frame)
         pts, pix, slot = self._backproject(frame, lut)
         obj_of_slot = self._observe_objects(frame.step, pts, slot, slot_ids, slot_cats)
-        self.registry.carve(T_cam_world, frame.K, frame.depth, self._object_image(frame, pix, slot, obj_of_slot), *cfg.carve_margin)
+        self.registry.carve(
+            T_cam_world, frame.K, frame.depth, self._object_image(frame, pix, slot, obj_of_slot), *cfg.carve_margin
+        )
         self.registry.refit_dirty()
         self._n_frames += 1
         if cfg.carve_every and self._n_frames % cfg.carve_every == 0:
@@ -205,10 +219,27 @@ class SpatialMemory:
         pix = np.empty(n_max, dtype=np.int64)
         slot = np.empty(n_max, dtype=np.int32)
         instance = frame.instance if frame.instance is not None else np.zeros((0, 0), dtype=np.int32)
-        n = kern.backproject_world(frame.depth, instance, lut, frame.T_world_cam, K[0, 0], K[1, 1], K[0, 2], K[1, 2], cfg.min_depth, cfg.max_depth, stride, pts, pix, slot)
+        n = kern.backproject_world(
+            frame.depth,
+            instance,
+            lut,
+            frame.T_world_cam,
+            K[0, 0],
+            K[1, 1],
+            K[0, 2],
+            K[1, 2],
+            cfg.min_depth,
+            cfg.max_depth,
+            stride,
+            pts,
+            pix,
+            slot,
+        )
         return pts[:n], pix[:n], slot[:n]
 
-    def _observe_objects(self, step: int, pts: np.ndarray, slot: np.ndarray, slot_ids: list[int], slot_cats: list[str]) -> np.ndarray:
+    def _observe_objects(
+        self, step: int, pts: np.ndarray, slot: np.ndarray, slot_ids: list[int], slot_cats: list[str]
+    ) -> np.ndarray:
         """Fuse each instance segment seen in the frame into the registry; the object index per slot."""
         obj_of_slot = np.full(max(len(slot_ids), 1), -1, dtype=np.int32)
         if not slot_ids:
@@ -222,17 +253,28 @@ class SpatialMemory:
         if len(seen):
             samples = [seg_pts[s, : min(int(seg_count[s]), M)] for s in seen]
             centroids = seg_sum[seen] / seg_count[seen, None]
-            obj_of_slot[seen] = self.registry.observe_segments(step, [slot_ids[s] for s in seen], [slot_cats[s] for s in seen], samples, centroids)
+            obj_of_slot[seen] = self.registry.observe_segments(
+                step, [slot_ids[s] for s in seen], [slot_cats[s] for s in seen], samples, centroids
+            )
         return obj_of_slot
 
     @staticmethod
-    def _object_image(frame: CameraFrame, pix: np.ndarray, slot: np.ndarray, obj_of_slot: np.ndarray) -> np.ndarray | None:
+    def _object_image(
+        frame: CameraFrame, pix: np.ndarray, slot: np.ndarray, obj_of_slot: np.ndarray
+    ) -> np.ndarray | None:
         """HxW memory object index per pixel (-1 = none); None for a frame without masks."""
         if frame.instance is None:
             return None
         return kern.object_image(pix, slot, obj_of_slot, *frame.depth.shape)
 
-    def integrate_boxes(self, boxes: Iterable, T_world_cam: np.ndarray, step: int, categories: Iterable[str] | None = None, record_pose: bool = False) -> list[str]:
+    def integrate_boxes(
+        self,
+        boxes: Iterable,
+        T_world_cam: np.ndarray,
+        step: int,
+        categories: Iterable[str] | None = None,
+        record_pose: bool = False,
+    ) -> list[str]:
         """Fuse 3D boxes detected in a camera frame (Visual-Spatial-Tuning's 9-DoF format).
 
         ``boxes``: either ``(category, box9)`` pairs or dicts ``{"label"/"category": str,
@@ -292,7 +334,9 @@ class SpatialMemory:
             if self._n_traj == 0:
                 raise LookupError("the memory has no pose yet: pass T_world_cam or integrate a frame first")
             T_world_cam = self._traj_T[self._n_traj - 1]
-        elif not (isinstance(T_world_cam, np.ndarray) and T_world_cam.shape == (4, 4) and np.isfinite(T_world_cam).all()):
+        elif not (
+            isinstance(T_world_cam, np.ndarray) and T_world_cam.shape == (4, 4) and np.isfinite(T_world_cam).all()
+        ):
             T_world_cam = as_pose(T_world_cam, "egocentric: T_world_cam")  # the full check only off the fast path
         return egocentric_bearing(T_world_cam, self.registry.a["center"][o])
 
@@ -320,8 +364,16 @@ class SpatialMemory:
         """The boolean wall and object layers and the colour image behind the three levels."""
         return map_layers(self.voxels, self.registry, frame, map_config or self.config.map)
 
-    def topdown(self, level: str, frame: TopDownFrame | None = None, *, trajectory: bool = False, agent: bool = False,
-                objects: Iterable[str | int] = (), map_config: MapConfig | None = None) -> np.ndarray:
+    def topdown(
+        self,
+        level: str,
+        frame: TopDownFrame | None = None,
+        *,
+        trajectory: bool = False,
+        agent: bool = False,
+        objects: Iterable[str | int] = (),
+        map_config: MapConfig | None = None,
+    ) -> np.ndarray:
         """The memory's top-down map (uint8 HxWx3) of one level on ``frame`` (default: :meth:`default_frame`).
 
         Overlays: ``trajectory`` (red polyline, start as a blue dot), ``agent`` (green arrow along
@@ -357,8 +409,9 @@ class SpatialMemory:
         """
         return _localize(self, frame, config)
 
-    def register_topdown(self, image: np.ndarray, level: str, config: RegisterConfig | None = None,
-                         map_config: MapConfig | None = None) -> TopDownRegistration:
+    def register_topdown(
+        self, image: np.ndarray, level: str, config: RegisterConfig | None = None, map_config: MapConfig | None = None
+    ) -> TopDownRegistration:
         """Register the memory's own map of ``level`` (easy / medium / hard) to a given top-down
         ``image`` (HxWx3 uint8, north-up, drawn on an unknown frame and scale): a
         :class:`TopDownRegistration` with the similarity memory xy -> image pixels, point and heading
@@ -385,14 +438,22 @@ class SpatialMemory:
         try:
             cfg = MemoryConfig.from_dict(meta["config"])
             mem = cls(config=cfg)
-            mem.voxels = VoxelMap.from_state(cfg.voxel_size, cfg.colour_weight_max, {k[4:]: v for k, v in arrays.items() if k.startswith("vox_")})
-            mem.registry = ObjectRegistry.from_state(cls._registry_config(cfg), {k[4:]: v for k, v in arrays.items() if k.startswith("obj_")}, meta["objects"])
+            mem.voxels = VoxelMap.from_state(
+                cfg.voxel_size, cfg.colour_weight_max, {k[4:]: v for k, v in arrays.items() if k.startswith("vox_")}
+            )
+            mem.registry = ObjectRegistry.from_state(
+                cls._registry_config(cfg),
+                {k[4:]: v for k, v in arrays.items() if k.startswith("obj_")},
+                meta["objects"],
+            )
             T, steps = np.asarray(arrays["traj_T"]), np.asarray(arrays["traj_step"])
             n_frames = int(meta["n_frames"])
         except (KeyError, TypeError) as exc:
             raise ValueError(f"spatial memory state is incomplete or malformed: {exc!r}") from exc
         if T.dtype != np.float64 or T.shape[1:] != (4, 4) or steps.dtype != np.int64 or steps.shape != (len(T),):
-            raise ValueError(f"trajectory arrays malformed: traj_T {T.dtype} {T.shape}, traj_step {steps.dtype} {steps.shape}")
+            raise ValueError(
+                f"trajectory arrays malformed: traj_T {T.dtype} {T.shape}, traj_step {steps.dtype} {steps.shape}"
+            )
         if len(mem.registry) and np.any(mem.voxels.field("label") >= len(mem.registry)):
             raise ValueError("voxel labels refer to objects that are not in the registry")
         mem._traj_T, mem._traj_step, mem._n_traj = T.copy(), steps.copy(), len(T)
@@ -442,7 +503,9 @@ def _parse_boxes(boxes: Iterable, categories: Iterable[str] | None) -> list[tupl
             elif isinstance(b, (tuple, list)) and len(b) == 2 and isinstance(b[0], str):
                 pairs.append((b[0], b[1]))
             else:
-                raise ValueError(f"integrate_boxes: each box needs a category: give (category, box9) pairs, dicts with 'label' and 'bbox_3d', or categories=...; got {b!r}")
+                raise ValueError(
+                    f"integrate_boxes: each box needs a category: give (category, box9) pairs, dicts with 'label' and 'bbox_3d', or categories=...; got {b!r}"
+                )
     out = []
     for cat, box9 in pairs:
         if not isinstance(cat, str) or not cat:

@@ -64,8 +64,15 @@ class NoisyStream:
             dx, dy = rng.normal(0.0, m.pose_drift_m, 2)
             dyaw = np.radians(rng.normal(0.0, m.pose_drift_deg))
             self.T_drift = make_T(rot_z(dyaw), [dx, dy, 0.0]) @ self.T_drift
-        return CameraFrame(rgb=frame.rgb, depth=depth, K=frame.K, T_world_cam=self.T_drift @ frame.T_world_cam,
-                           instance=frame.instance, labels=frame.labels, step=frame.step)
+        return CameraFrame(
+            rgb=frame.rgb,
+            depth=depth,
+            K=frame.K,
+            T_world_cam=self.T_drift @ frame.T_world_cam,
+            instance=frame.instance,
+            labels=frame.labels,
+            step=frame.step,
+        )
 
 
 # ---------------------------------------------------------------------------------------- metrics
@@ -78,19 +85,25 @@ def angle_macc(pred_deg: np.ndarray, true_deg: np.ndarray) -> float:
 
 def mra(pred: np.ndarray, true: np.ndarray) -> float:
     """GST mean relative accuracy x100: mean over t in {0.50, ..., 0.95} of [|p - y| / y < 1 - t]."""
-    rel = np.abs(np.asarray(pred, dtype=np.float64) - np.asarray(true, dtype=np.float64)) / np.asarray(true, dtype=np.float64)
+    rel = np.abs(np.asarray(pred, dtype=np.float64) - np.asarray(true, dtype=np.float64)) / np.asarray(
+        true, dtype=np.float64
+    )
     return float(np.mean([(rel < 1 - t).mean() for t in np.arange(0.50, 0.951, 0.05)]) * 100)
 
 
 # ---------------------------------------------------------------------------------------- harness
-def render_tour(scene: BoxScene | None = None, n_frames: int = 56, size: int = 96) -> tuple[BoxScene, list[CameraFrame]]:
+def render_tour(
+    scene: BoxScene | None = None, n_frames: int = 56, size: int = 96
+) -> tuple[BoxScene, list[CameraFrame]]:
     """The clean frames of a walk through the synthetic apartment (render once, corrupt many times)."""
     scene = scene or apartment_scene()
     K = default_camera(size, size)
     return scene, [scene.render(T, K, size, size, step=i) for i, T in enumerate(apartment_tour(n_frames))]
 
 
-def evaluate(noise: NoiseModel, scene: BoxScene, frames: list[CameraFrame], config: MemoryConfig | None = None) -> dict[str, float]:
+def evaluate(
+    noise: NoiseModel, scene: BoxScene, frames: list[CameraFrame], config: MemoryConfig | None = None
+) -> dict[str, float]:
     """Integrate the noisy frames, then score the memory against the scene's truth.
 
     Object and agent errors compare the memory's frame to the world (drift shows in both). The
@@ -120,8 +133,12 @@ def evaluate(noise: NoiseModel, scene: BoxScene, frames: list[CameraFrame], conf
         "objects_missing": missing,
         "center_err_mean_m": float(np.mean(err_center)) if err_center else float("nan"),
         "center_err_max_m": float(np.max(err_center)) if err_center else float("nan"),
-        "direction_err_mean_deg": float(np.mean(np.abs((np.array(pred_dir) - np.array(true_dir) + 180) % 360 - 180))) if pred_dir else float("nan"),
-        "distance_rel_err_mean": float(np.mean(np.abs(np.array(pred_dist) - np.array(true_dist)) / np.array(true_dist))) if pred_dist else float("nan"),
+        "direction_err_mean_deg": float(np.mean(np.abs((np.array(pred_dir) - np.array(true_dir) + 180) % 360 - 180)))
+        if pred_dir
+        else float("nan"),
+        "distance_rel_err_mean": float(np.mean(np.abs(np.array(pred_dist) - np.array(true_dist)) / np.array(true_dist)))
+        if pred_dist
+        else float("nan"),
         "angle_mAcc": angle_macc(pred_dir, true_dir) if pred_dir else 0.0,
         "distance_MRA": mra(pred_dist, true_dist) if pred_dist else 0.0,
         "agent_pos_err_m": float(np.linalg.norm(pose.position[:2] - T_true[:2, 3])),
@@ -135,11 +152,15 @@ NOISE_LEVELS = {
     "depth 3cm@1m": NoiseModel(depth_sigma=0.03, depth_dropout=0.05),
     "drift 1cm+0.2deg/frame": NoiseModel(pose_drift_m=0.01, pose_drift_deg=0.2),
     "drift 3cm+0.5deg/frame": NoiseModel(pose_drift_m=0.03, pose_drift_deg=0.5),
-    "depth 1cm + drift 1cm+0.2deg": NoiseModel(depth_sigma=0.01, depth_dropout=0.02, pose_drift_m=0.01, pose_drift_deg=0.2),
+    "depth 1cm + drift 1cm+0.2deg": NoiseModel(
+        depth_sigma=0.01, depth_dropout=0.02, pose_drift_m=0.01, pose_drift_deg=0.2
+    ),
 }
 
 
-def sweep(levels: dict[str, NoiseModel] | None = None, n_frames: int = 56, size: int = 96, seeds: tuple[int, ...] = (0, 1, 2)) -> list[dict]:
+def sweep(
+    levels: dict[str, NoiseModel] | None = None, n_frames: int = 56, size: int = 96, seeds: tuple[int, ...] = (0, 1, 2)
+) -> list[dict]:
     """One row per noise level: the mean of :func:`evaluate` over ``seeds``."""
     scene, frames = render_tour(n_frames=n_frames, size=size)
     rows = []

@@ -71,7 +71,9 @@ def fit_box(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     return out[:3].copy(), out[3:6].copy(), float(out[6])
 
 
-def gravity_aligned_box(center: np.ndarray, size: np.ndarray, R_world_box: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+def gravity_aligned_box(
+    center: np.ndarray, size: np.ndarray, R_world_box: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
     """(center, size, yaw) of the smallest gravity-aligned box (yawed like the given box) holding an
     oriented box's 8 corners; yaw folded into [0, pi/2) with sizes swapped to match."""
     R = np.asarray(R_world_box, dtype=np.float64)
@@ -84,11 +86,21 @@ def gravity_aligned_box(center: np.ndarray, size: np.ndarray, R_world_box: np.nd
 class ObjectRegistry:
     """Objects as parallel arrays (index = order of creation) plus a few per-object Python values."""
 
-    def __init__(self, association: str = "instance", max_points: int = 256, points_per_frame: int = 32, assoc_distance: float = 0.3, box_weight_max: int = 20, seed: int = 0):
+    def __init__(
+        self,
+        association: str = "instance",
+        max_points: int = 256,
+        points_per_frame: int = 32,
+        assoc_distance: float = 0.3,
+        box_weight_max: int = 20,
+        seed: int = 0,
+    ):
         if association not in ASSOCIATIONS:
             raise ValueError(f"association must be one of {ASSOCIATIONS}, got {association!r}")
         if max_points < 8 or points_per_frame < 1 or points_per_frame > max_points:
-            raise ValueError(f"need max_points >= 8 and 1 <= points_per_frame <= max_points, got {max_points}, {points_per_frame}")
+            raise ValueError(
+                f"need max_points >= 8 and 1 <= points_per_frame <= max_points, got {max_points}, {points_per_frame}"
+            )
         self.association = association
         self.max_points = int(max_points)
         self.points_per_frame = int(points_per_frame)
@@ -131,9 +143,16 @@ class ObjectRegistry:
         a = self.a
         iid = int(a["instance_id"][o])
         return MemoryObject(
-            id=self.ids[o], category=self.categories[o], center=a["center"][o].copy(), size=a["size"][o].copy(), yaw=float(a["yaw"][o]),
-            first_seen=int(a["first_seen"][o]), last_seen=int(a["last_seen"][o]), n_observations=int(a["n_obs"][o]),
-            n_points=int(a["npts"][o]), instance_id=None if iid < 0 else iid,
+            id=self.ids[o],
+            category=self.categories[o],
+            center=a["center"][o].copy(),
+            size=a["size"][o].copy(),
+            yaw=float(a["yaw"][o]),
+            first_seen=int(a["first_seen"][o]),
+            last_seen=int(a["last_seen"][o]),
+            n_observations=int(a["n_obs"][o]),
+            n_points=int(a["npts"][o]),
+            instance_id=None if iid < 0 else iid,
         )
 
     def resolve(self, target: str | int) -> int:
@@ -143,7 +162,9 @@ class ObjectRegistry:
         if isinstance(target, (int, np.integer)) and not isinstance(target, bool):
             if int(target) in self._by_instance:
                 return self._by_instance[int(target)]
-            raise KeyError(f"no object with instance id {int(target)} in memory; instance ids: {sorted(self._by_instance)}")
+            raise KeyError(
+                f"no object with instance id {int(target)} in memory; instance ids: {sorted(self._by_instance)}"
+            )
         if not isinstance(target, str):
             raise KeyError(f"an object target is an id, a category or an instance id, got {target!r}")
         o = self._by_id.get(target)
@@ -153,7 +174,9 @@ class ObjectRegistry:
         if same:
             if len(same) == 1:
                 return same[0]
-            raise KeyError(f"category {target!r} is ambiguous: {len(same)} objects in memory: {[self.ids[i] for i in same]}; name one by id")
+            raise KeyError(
+                f"category {target!r} is ambiguous: {len(same)} objects in memory: {[self.ids[i] for i in same]}; name one by id"
+            )
         raise KeyError(f"no object {target!r} in memory; ids: {self.ids}; categories: {sorted(self._by_category)}")
 
     # ------------------------------------------------------------------------------------ creation
@@ -203,7 +226,14 @@ class ObjectRegistry:
         return out
 
     # ------------------------------------------------------------------------------------ updates
-    def observe_segments(self, step: int, instance_ids: list[int], categories: list[str], samples: list[np.ndarray], centroids: np.ndarray) -> np.ndarray:
+    def observe_segments(
+        self,
+        step: int,
+        instance_ids: list[int],
+        categories: list[str],
+        samples: list[np.ndarray],
+        centroids: np.ndarray,
+    ) -> np.ndarray:
         """Fuse one frame's instance segments (sample points in world); returns the object index of each."""
         if self.association == "instance":
             objs = [self._by_instance.get(i) for i in instance_ids]
@@ -219,7 +249,9 @@ class ObjectRegistry:
             out[s] = o
         return out
 
-    def observe_box(self, step: int, category: str, center: np.ndarray, size: np.ndarray, R_world_box: np.ndarray) -> int:
+    def observe_box(
+        self, step: int, category: str, center: np.ndarray, size: np.ndarray, R_world_box: np.ndarray
+    ) -> int:
         """Fuse one detector box (world frame) into the object it matches by category and distance."""
         c, ext, yaw = gravity_aligned_box(center, size, R_world_box)
         o = self._match([category], c[None])[0]
@@ -279,7 +311,15 @@ class ObjectRegistry:
         elif n > 0:
             a["center"][o] = a["points"][o, :n].mean(axis=0)
 
-    def carve(self, T_cam_world: np.ndarray, K: np.ndarray, depth: np.ndarray, obj_img: np.ndarray | None, margin_abs: float, margin_rel: float) -> None:
+    def carve(
+        self,
+        T_cam_world: np.ndarray,
+        K: np.ndarray,
+        depth: np.ndarray,
+        obj_img: np.ndarray | None,
+        margin_abs: float,
+        margin_rel: float,
+    ) -> None:
         """Drop sample points the frame shows are gone (see :func:`._kernels.carve_object_points`)."""
         n_obj = len(self)
         if n_obj == 0:
@@ -288,7 +328,21 @@ class ObjectRegistry:
         removed = np.zeros(n_obj, dtype=np.int64)
         before = a["npts"][:n_obj].copy()
         obj_img = np.zeros((0, 0), dtype=np.int32) if obj_img is None else obj_img
-        kern.carve_object_points(a["points"], a["npts"], n_obj, T_cam_world, K[0, 0], K[1, 1], K[0, 2], K[1, 2], depth, obj_img, margin_abs, margin_rel, removed)
+        kern.carve_object_points(
+            a["points"],
+            a["npts"],
+            n_obj,
+            T_cam_world,
+            K[0, 0],
+            K[1, 1],
+            K[0, 2],
+            K[1, 2],
+            depth,
+            obj_img,
+            margin_abs,
+            margin_rel,
+            removed,
+        )
         for o in np.flatnonzero(removed):
             # the survivors stay a uniform sample of what is still there
             a["offered"][o] = int(np.ceil(a["offered"][o] * a["npts"][o] / before[o]))
@@ -305,13 +359,23 @@ class ObjectRegistry:
         return ObjectRegistry.from_state(self.config(), arrays, meta)
 
     def config(self) -> dict:
-        return dict(association=self.association, max_points=self.max_points, points_per_frame=self.points_per_frame,
-                    assoc_distance=self.assoc_distance, box_weight_max=self.box_weight_max)
+        return dict(
+            association=self.association,
+            max_points=self.max_points,
+            points_per_frame=self.points_per_frame,
+            assoc_distance=self.assoc_distance,
+            box_weight_max=self.box_weight_max,
+        )
 
     def state(self) -> tuple[dict[str, np.ndarray], dict]:
         n = len(self)
         arrays = {k: v[:n].copy() for k, v in self.a.items()}
-        meta = {"ids": list(self.ids), "categories": list(self.categories), "suffix": dict(self._suffix), "rng": self.rng.bit_generator.state}
+        meta = {
+            "ids": list(self.ids),
+            "categories": list(self.categories),
+            "suffix": dict(self._suffix),
+            "rng": self.rng.bit_generator.state,
+        }
         return arrays, meta
 
     @classmethod
@@ -326,7 +390,9 @@ class ObjectRegistry:
                 raise ValueError(f"object state is missing the field {k!r}")
             v = np.asarray(arrays[k])
             if v.dtype != t.dtype or v.shape != t.shape:
-                raise ValueError(f"object field {k!r} has dtype {v.dtype} and shape {v.shape}; expected {t.dtype} {t.shape}")
+                raise ValueError(
+                    f"object field {k!r} has dtype {v.dtype} and shape {v.shape}; expected {t.dtype} {t.shape}"
+                )
             t[...] = v
         if np.any(template["npts"] < 0) or np.any(template["npts"] > reg.max_points):
             raise ValueError("object state: point counts out of range")

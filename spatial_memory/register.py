@@ -57,8 +57,13 @@ class RegisterConfig:
     coarse: int = 4  # downsampling of the translation search
     scale_band: float = 0.10  # +- relative scale searched around the extent-based estimate
     scale_step: float = 0.02
-    wide_scale: float = 0.3  # the wide scale search (partial memories) goes down to this fraction of the largest fitting scale
-    wide_levels: tuple[str, ...] = ("medium", "hard")  # easy: colour edges are too dense for an open scale search (spurious fits on other scenes' maps)
+    wide_scale: float = (
+        0.3  # the wide scale search (partial memories) goes down to this fraction of the largest fitting scale
+    )
+    wide_levels: tuple[str, ...] = (
+        "medium",
+        "hard",
+    )  # easy: colour edges are too dense for an open scale search (spurious fits on other scenes' maps)
     score_floor: float = 0.35  # score at which the confidence starts rising from 0
     rotation_peaks: int = 4  # orientation-histogram peaks tried (each in both senses)
     sweep_step_deg: float = 3.0  # full rotation sweep when the histograms are flat
@@ -199,7 +204,9 @@ def image_features(image: np.ndarray, level: str, cfg: RegisterConfig) -> tuple[
     return edges, structure
 
 
-def memory_features(mem, level: str, cfg: RegisterConfig, map_config: MapConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
+def memory_features(
+    mem, level: str, cfg: RegisterConfig, map_config: MapConfig | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(edge points Nx2, seen points Mx2) of the memory's own map of ``level``, memory-frame metres:
     the edges to match and the map pixels where the memory observed anything (floor included)."""
     frame = _memory_frame(mem, cfg.memory_mpp)
@@ -278,7 +285,9 @@ def _rotation_candidates(img_mask: np.ndarray, mem_mask: np.ndarray, cfg: Regist
 
 def _rotated_extent(pts: np.ndarray, th: float) -> tuple[np.ndarray, np.ndarray]:
     c, s = np.cos(th), np.sin(th)
-    q = np.stack([c * pts[:, 0] - s * pts[:, 1], -(s * pts[:, 0] + c * pts[:, 1])], axis=1)  # pixel axes (v down), unit scale
+    q = np.stack(
+        [c * pts[:, 0] - s * pts[:, 1], -(s * pts[:, 0] + c * pts[:, 1])], axis=1
+    )  # pixel axes (v down), unit scale
     return q.min(axis=0), q.max(axis=0)
 
 
@@ -322,7 +331,9 @@ def _target(image: np.ndarray, level: str, cfg: RegisterConfig) -> _Target | Non
     return _Target(edges, structure, dt, near, sfft.rfft2(coarse, s=fs), (ch, cw), fs, ext, min(chance, 0.9))
 
 
-def _coarse_search(tg: _Target, pts: np.ndarray, thetas: list[float], cfg: RegisterConfig, wide: bool = False) -> list[tuple[float, float, float, np.ndarray]]:
+def _coarse_search(
+    tg: _Target, pts: np.ndarray, thetas: list[float], cfg: RegisterConfig, wide: bool = False
+) -> list[tuple[float, float, float, np.ndarray]]:
     """(score, scale, theta, t) of the best translation for every (rotation, scale) tried.
 
     Scales: a band of +-``scale_band`` around the one that makes the memory's extent the image's
@@ -357,7 +368,9 @@ def _coarse_search(tg: _Target, pts: np.ndarray, thetas: list[float], cfg: Regis
             corr = corr[:ch, :cw]
             k = int(np.argmax(corr))
             r, col = divmod(k, cw)
-            t = np.array([col * f, r * f], dtype=np.float64) - (base * s).min(axis=0) + 0.5 * f * 0  # memory corner -> pixel
+            t = (
+                np.array([col * f, r * f], dtype=np.float64) - (base * s).min(axis=0) + 0.5 * f * 0
+            )  # memory corner -> pixel
             out.append((float(corr.flat[k]) / n, s, th, t))
     out.sort(key=lambda o: -o[0])
     return out
@@ -371,14 +384,16 @@ def _umeyama_2d(src: np.ndarray, dst: np.ndarray, w: np.ndarray) -> tuple[float,
     sxx = (w * (A[:, 0] * B[:, 0] + A[:, 1] * B[:, 1])).sum()
     sxy = (w * (A[:, 0] * B[:, 1] - A[:, 1] * B[:, 0])).sum()
     ang = np.arctan2(sxy, sxx)
-    var = (w * (A ** 2).sum(1)).sum()
+    var = (w * (A**2).sum(1)).sum()
     s = np.hypot(sxx, sxy) / max(var, 1e-12)
     c, sn = np.cos(ang), np.sin(ang)
     t = md - s * (np.array([[c, -sn], [sn, c]]) @ ms)
     return float(s), float(ang), t
 
 
-def _refine(tg: _Target, pts: np.ndarray, s: float, th: float, t: np.ndarray, cfg: RegisterConfig) -> tuple[float, float, np.ndarray]:
+def _refine(
+    tg: _Target, pts: np.ndarray, s: float, th: float, t: np.ndarray, cfg: RegisterConfig
+) -> tuple[float, float, np.ndarray]:
     """ICP of the memory's points to the image's edges, 4-DoF similarity."""
     H, W = tg.edges.shape
     gates = np.geomspace(12.0, 3.0, cfg.icp_iterations)
@@ -405,7 +420,9 @@ def _refine(tg: _Target, pts: np.ndarray, s: float, th: float, t: np.ndarray, cf
     return s, th, t
 
 
-def _score(tg: _Target, pts: np.ndarray, seen_pts: np.ndarray, s: float, th: float, t: np.ndarray, cfg: RegisterConfig) -> tuple[float, float, float]:
+def _score(
+    tg: _Target, pts: np.ndarray, seen_pts: np.ndarray, s: float, th: float, t: np.ndarray, cfg: RegisterConfig
+) -> tuple[float, float, float]:
     """(score, forward inliers, coverage) of a solution. Coverage counts only the image's edges inside
     the area the memory observed (projected), so a memory of part of the scene is not penalised for
     the rest, while a wrong fit is, for the structure it should have seen there."""
@@ -440,18 +457,24 @@ def _score(tg: _Target, pts: np.ndarray, seen_pts: np.ndarray, s: float, th: flo
     return float(np.sqrt(max(fwd, 0.0) * max(cov, 0.0))), float(fwd), float(cov)
 
 
-def register_topdown(mem, image: np.ndarray, level: str, cfg: RegisterConfig | None = None, map_config: MapConfig | None = None) -> TopDownRegistration:
+def register_topdown(
+    mem, image: np.ndarray, level: str, cfg: RegisterConfig | None = None, map_config: MapConfig | None = None
+) -> TopDownRegistration:
     """Register the memory's map to a given top-down ``image`` of ``level`` (module doc)."""
     cfg = cfg or RegisterConfig()
     t0 = time.perf_counter()
     if level not in LEVELS:
         raise ValueError(f"unknown top-down level {level!r}; expected one of {LEVELS}")
     if not isinstance(image, np.ndarray) or image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
-        raise ValueError(f"register_topdown needs an HxWx3 uint8 image, got {getattr(image, 'dtype', type(image))} {getattr(image, 'shape', '')}")
+        raise ValueError(
+            f"register_topdown needs an HxWx3 uint8 image, got {getattr(image, 'dtype', type(image))} {getattr(image, 'shape', '')}"
+        )
     H, W = image.shape[:2]
 
     def failed(reason: str) -> TopDownRegistration:
-        return TopDownRegistration(1.0, 0.0, np.zeros(2), W, H, level, 0.0, 0.0, 0.0, 0.0, 0.0, False, time.perf_counter() - t0, reason)
+        return TopDownRegistration(
+            1.0, 0.0, np.zeros(2), W, H, level, 0.0, 0.0, 0.0, 0.0, 0.0, False, time.perf_counter() - t0, reason
+        )
 
     try:
         pts, seen_pts = memory_features(mem, level, cfg, map_config)
@@ -468,16 +491,32 @@ def register_topdown(mem, image: np.ndarray, level: str, cfg: RegisterConfig | N
     mem_mask[np.clip(uv[:, 1], 0, mframe.height - 1), np.clip(uv[:, 0], 0, mframe.width - 1)] = True
     thetas = _rotation_candidates(tg.edges, mem_mask, cfg)
     best = _solve(tg, pts, seen_pts, _coarse_search(tg, pts, thetas, cfg), W, H, cfg)
-    if (best is None or best[1] < cfg.min_confidence) and level in cfg.wide_levels:  # perhaps the memory covers only part of the scene
+    if (
+        best is None or best[1] < cfg.min_confidence
+    ) and level in cfg.wide_levels:  # perhaps the memory covers only part of the scene
         wide = _solve(tg, pts, seen_pts, _coarse_search(tg, pts, thetas, cfg, wide=True), W, H, cfg)
         if wide is not None and (best is None or wide[0][0] > best[0][0]):
             best = wide
     if best is None:
         return failed("no scale fits the image")
     (score, s, th, t, fwd, cov), conf, margin, alts = best
-    return TopDownRegistration(s, float(np.arctan2(np.sin(th), np.cos(th))), np.asarray(t, dtype=np.float64), W, H, level,
-                               float(score), conf, float(fwd), float(cov), float(margin), conf >= cfg.min_confidence, time.perf_counter() - t0,
-                               "" if conf >= cfg.min_confidence else "low confidence", alts)
+    return TopDownRegistration(
+        s,
+        float(np.arctan2(np.sin(th), np.cos(th))),
+        np.asarray(t, dtype=np.float64),
+        W,
+        H,
+        level,
+        float(score),
+        conf,
+        float(fwd),
+        float(cov),
+        float(margin),
+        conf >= cfg.min_confidence,
+        time.perf_counter() - t0,
+        "" if conf >= cfg.min_confidence else "low confidence",
+        alts,
+    )
 
 
 def _solve(tg: _Target, pts: np.ndarray, seen_pts: np.ndarray, coarse: list, W: int, H: int, cfg: RegisterConfig):
@@ -487,7 +526,10 @@ def _solve(tg: _Target, pts: np.ndarray, seen_pts: np.ndarray, coarse: list, W: 
     # keep distinct coarse solutions
     picked = []
     for sc, s, th, t in coarse:
-        if all(abs(wrap_deg(np.degrees(th - p[2]))) > 3 or np.hypot(*(t - p[3])) > 15 or abs(np.log(s / p[1])) > 0.05 for p in picked):
+        if all(
+            abs(wrap_deg(np.degrees(th - p[2]))) > 3 or np.hypot(*(t - p[3])) > 15 or abs(np.log(s / p[1])) > 0.05
+            for p in picked
+        ):
             picked.append((sc, s, th, t))
         if len(picked) >= cfg.candidates:
             break

@@ -45,7 +45,15 @@ def read(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
             arrays = {k: data[k] for k in names if k != _META}
     except FileNotFoundError:
         raise
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, UnicodeDecodeError, json.JSONDecodeError, KeyError) as exc:
+    except (
+        ValueError,
+        OSError,
+        EOFError,
+        zipfile.BadZipFile,
+        UnicodeDecodeError,
+        json.JSONDecodeError,
+        KeyError,
+    ) as exc:
         raise ValueError(f"{path} is not a readable spatial memory file: {exc}") from exc
     if not isinstance(meta, dict):
         raise ValueError(f"{path}: metadata is not a JSON object")

@@ -94,8 +94,9 @@ class BoxScene:
         rgb = (colours[which] * shade[:, None]).clip(0, 255).astype(np.uint8).reshape(height, width, 3)
         ids = np.array([b.instance_id for b in self.boxes] + [0], dtype=np.int32)
         instance = ids[which].reshape(height, width)
-        return CameraFrame(rgb=rgb, depth=depth, K=K, T_world_cam=T_world_cam, instance=instance, labels=dict(self.labels), step=step)
-
+        return CameraFrame(
+            rgb=rgb, depth=depth, K=K, T_world_cam=T_world_cam, instance=instance, labels=dict(self.labels), step=step
+        )
 
     # ---------------------------------------------------------------------------- ground truth for
     # localisation and map registration
@@ -104,7 +105,10 @@ class BoxScene:
         yaw and translation are used): e.g. the world as seen in an odometry frame."""
         yaw = float(np.arctan2(T_new_old[1, 0], T_new_old[0, 0]))
         R, t = rot_z(yaw), np.asarray(T_new_old, dtype=np.float64)[:3, 3]
-        boxes = [SceneBox(R @ b.center + t, b.size.copy(), b.yaw + yaw, b.colour, b.category, b.instance_id) for b in self.boxes]
+        boxes = [
+            SceneBox(R @ b.center + t, b.size.copy(), b.yaw + yaw, b.colour, b.category, b.instance_id)
+            for b in self.boxes
+        ]
         corners = np.array([[x, y, 0.0] for x in self.bounds[0::2] for y in self.bounds[1::2]]) @ R.T + t
         lo, hi = corners[:, :2].min(axis=0), corners[:, :2].max(axis=0)
         return BoxScene(boxes, (float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])))
@@ -171,8 +175,15 @@ def _box_distance_2d(p: np.ndarray, box: SceneBox) -> float:
 
 def reframe(frame: CameraFrame, T_new_world: np.ndarray) -> CameraFrame:
     """The same frame with its pose expressed in another frame (e.g. the robot's odometry frame)."""
-    return CameraFrame(rgb=frame.rgb, depth=frame.depth, K=frame.K, T_world_cam=np.asarray(T_new_world) @ frame.T_world_cam,
-                       instance=frame.instance, labels=frame.labels, step=frame.step)
+    return CameraFrame(
+        rgb=frame.rgb,
+        depth=frame.depth,
+        K=frame.K,
+        T_world_cam=np.asarray(T_new_world) @ frame.T_world_cam,
+        instance=frame.instance,
+        labels=frame.labels,
+        step=frame.step,
+    )
 
 
 def odometry_transform(rng: np.random.Generator, max_offset: float = 5.0) -> np.ndarray:
@@ -185,7 +196,9 @@ def _wall(x0: float, y0: float, x1: float, y1: float, height: float, thickness: 
     cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
     sx = abs(x1 - x0) + thickness
     sy = abs(y1 - y0) + thickness
-    return SceneBox(center=np.array([cx, cy, height / 2]), size=np.array([sx, sy, height]), colour=(235, 230, 220), category="wall")
+    return SceneBox(
+        center=np.array([cx, cy, height / 2]), size=np.array([sx, sy, height]), colour=(235, 230, 220), category="wall"
+    )
 
 
 def apartment_scene(width: float = 10.0, depth: float = 8.0, wall_height: float = 2.5) -> BoxScene:
@@ -193,10 +206,21 @@ def apartment_scene(width: float = 10.0, depth: float = 8.0, wall_height: float 
     W, D, h = width, depth, wall_height
     px = 0.6 * W  # partition wall x
     boxes = [
-        SceneBox(np.array([W / 2, D / 2, -0.05]), np.array([W + 0.4, D + 0.4, 0.1]), colour=(150, 110, 80), category="floor"),
-        SceneBox(np.array([W / 2, D / 2, h + 0.05]), np.array([W + 0.4, D + 0.4, 0.1]), colour=(250, 250, 250), category="ceiling"),
-        _wall(0, 0, W, 0, h), _wall(0, D, W, D, h), _wall(0, 0, 0, D, h), _wall(W, 0, W, D, h),
-        _wall(px, 0, px, D / 2 - 0.5, h), _wall(px, D / 2 + 0.5, px, D, h),
+        SceneBox(
+            np.array([W / 2, D / 2, -0.05]), np.array([W + 0.4, D + 0.4, 0.1]), colour=(150, 110, 80), category="floor"
+        ),
+        SceneBox(
+            np.array([W / 2, D / 2, h + 0.05]),
+            np.array([W + 0.4, D + 0.4, 0.1]),
+            colour=(250, 250, 250),
+            category="ceiling",
+        ),
+        _wall(0, 0, W, 0, h),
+        _wall(0, D, W, D, h),
+        _wall(0, 0, 0, D, h),
+        _wall(W, 0, W, D, h),
+        _wall(px, 0, px, D / 2 - 0.5, h),
+        _wall(px, D / 2 + 0.5, px, D, h),
     ]
     furniture = [
         ("sofa", (1.5, 1.2, 0.4), (2.0, 0.9, 0.8), 0.0, (60, 90, 160)),

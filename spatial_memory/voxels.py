@@ -76,21 +76,57 @@ class VoxelMap:
         kern.index_voxels(self._table, bits, self._n_blk, self._blk_vox, self._blk_ijk, self._ijk, 0, len(self))
 
     # ------------------------------------------------------------------------------------ fusion
-    def integrate(self, pts_world: np.ndarray, pix: np.ndarray, slot: np.ndarray, obj_of_slot: np.ndarray, rgb_flat: np.ndarray) -> None:
+    def integrate(
+        self, pts_world: np.ndarray, pix: np.ndarray, slot: np.ndarray, obj_of_slot: np.ndarray, rgb_flat: np.ndarray
+    ) -> None:
         """Fuse N world points; point m has colour ``rgb_flat[pix[m]]`` and object index
         ``obj_of_slot[slot[m]]`` (-1 where ``slot[m] < 0``)."""
         done = 0
         while done < len(pts_world):
             done = kern.integrate_points(
-                done, pts_world, pix, slot, obj_of_slot, rgb_flat, 1.0 / self.voxel_size, self._table, self._bits,
-                self._n_blk, self._blk_vox, self._blk_ijk, self._n, self._ijk, self._f, self._i, self.colour_weight_max,
+                done,
+                pts_world,
+                pix,
+                slot,
+                obj_of_slot,
+                rgb_flat,
+                1.0 / self.voxel_size,
+                self._table,
+                self._bits,
+                self._n_blk,
+                self._blk_vox,
+                self._blk_ijk,
+                self._n,
+                self._ijk,
+                self._f,
+                self._i,
+                self.colour_weight_max,
             )
             if done < len(pts_world):
                 self._grow()
 
-    def carve(self, T_cam_world: np.ndarray, K: np.ndarray, depth: np.ndarray, margin_abs: float, margin_rel: float) -> int:
+    def carve(
+        self, T_cam_world: np.ndarray, K: np.ndarray, depth: np.ndarray, margin_abs: float, margin_rel: float
+    ) -> int:
         """Lower the evidence of voxels the depth image sees through; returns how many became free."""
-        return int(kern.carve_voxels(self._blk_ijk, self._blk_vox, self.n_blocks, self._ijk, self._i, self.voxel_size, T_cam_world, K[0, 0], K[1, 1], K[0, 2], K[1, 2], depth, margin_abs, margin_rel))
+        return int(
+            kern.carve_voxels(
+                self._blk_ijk,
+                self._blk_vox,
+                self.n_blocks,
+                self._ijk,
+                self._i,
+                self.voxel_size,
+                T_cam_world,
+                K[0, 0],
+                K[1, 1],
+                K[0, 2],
+                K[1, 2],
+                depth,
+                margin_abs,
+                margin_rel,
+            )
+        )
 
     # ------------------------------------------------------------------------------------ reading
     def field(self, name: str) -> np.ndarray:
@@ -137,8 +173,21 @@ class VoxelMap:
         }
         x0, _, _, y1 = frame.bounds
         kern.rasterize_columns(
-            self._ijk, self._f, self._i, len(self), self.voxel_size, x0, y1, frame.metres_per_pixel,
-            float(z_max), float(wall_band[0]), float(wall_band[1]), layers["top_z"], layers["top_rgb"], layers["wall_count"], layers["object_count"],
+            self._ijk,
+            self._f,
+            self._i,
+            len(self),
+            self.voxel_size,
+            x0,
+            y1,
+            frame.metres_per_pixel,
+            float(z_max),
+            float(wall_band[0]),
+            float(wall_band[1]),
+            layers["top_z"],
+            layers["top_rgb"],
+            layers["wall_count"],
+            layers["object_count"],
         )
         return layers
 
@@ -168,14 +217,18 @@ class VoxelMap:
                 raise ValueError(f"voxel state is missing the field {name!r}")
             a = np.asarray(state[name])
             if a.dtype != dt or a.shape[1:] != shape or a.ndim != 1 + len(shape) or (n is not None and len(a) != n):
-                raise ValueError(f"voxel field {name!r} has dtype {a.dtype} and shape {a.shape}; expected {np.dtype(dt)} (N,{','.join(map(str, shape))})")
+                raise ValueError(
+                    f"voxel field {name!r} has dtype {a.dtype} and shape {a.shape}; expected {np.dtype(dt)} (N,{','.join(map(str, shape))})"
+                )
             n = len(a)
         ijk = np.asarray(state["ijk"])
         if n and (ijk.min() < -kern.KEY_OFFSET or ijk.max() >= kern.KEY_OFFSET):
             raise ValueError("voxel indices out of range")
         if n and len(np.unique(_packed(ijk))) != n:
             raise ValueError("voxel state lists the same voxel twice")
-        vm._ijk, vm._f, vm._i = (np.zeros((max(n, 4096),) + a.shape[1:], dtype=a.dtype) for a in (vm._ijk, vm._f, vm._i))
+        vm._ijk, vm._f, vm._i = (
+            np.zeros((max(n, 4096),) + a.shape[1:], dtype=a.dtype) for a in (vm._ijk, vm._f, vm._i)
+        )
         for name, (array, col, _, _) in _FIELDS.items():
             target = getattr(vm, "_" + array)
             if col is None:

@@ -3,7 +3,6 @@
 import json
 import shutil
 from collections import Counter
-from pathlib import Path
 
 import imageio.v2 as imageio
 import numpy as np
@@ -19,7 +18,11 @@ from vla.gst.question import load_questions
 from vla.gst.subtasks import CHOICES, SUBTASKS
 
 SCENES = 4
-GEN = ["gen.views=2", "gen.stride=3", "gen.per_scene={EDv: 1, EDs: 1, EDistv: 1, EDists: 1, GPv: 1, GPs: 1, Pos: 1, Ori: 1, TDS-E: 1, TDS-M: 1, TDS-H: 1, Traj: 1}"]
+GEN = [
+    "gen.views=2",
+    "gen.stride=3",
+    "gen.per_scene={EDv: 1, EDs: 1, EDistv: 1, EDists: 1, GPv: 1, GPs: 1, Pos: 1, Ori: 1, TDS-E: 1, TDS-M: 1, TDS-H: 1, Traj: 1}",
+]
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +40,11 @@ def scenes(qdir):
         env = make_env({"name": "house", "split": "test", "num_scenes": SCENES}, tid)
         env.reset(options={"trial": 0})
         truth = env.scene_truth()
-        out[f"house/test/{900000 + tid}"] = {"truth": truth, "route": env.exploration_route().poses, "frame": env.topdown_frame()}
+        out[f"house/test/{900000 + tid}"] = {
+            "truth": truth,
+            "route": env.exploration_route().poses,
+            "frame": env.topdown_frame(),
+        }
         env.close()
     return out
 
@@ -86,7 +93,14 @@ def test_current_views_are_off_the_trajectory_but_overlap_the_video(qdir, scenes
         # overlap, computed independently: nearest stream point within 15 cm for most view points
         truth = scenes[q.scene]["truth"]
         stream = q.get("stream")
-        pts = np.concatenate([transform_points(truth.T_world_odom @ f.T_world_cam, backproject(f.depth[::8, ::8], _sub(f.K, 8)).reshape(-1, 3)) for f in stream])
+        pts = np.concatenate(
+            [
+                transform_points(
+                    truth.T_world_odom @ f.T_world_cam, backproject(f.depth[::8, ::8], _sub(f.K, 8)).reshape(-1, 3)
+                )
+                for f in stream
+            ]
+        )
         pts = pts[np.isfinite(pts).all(axis=1)]
         view = q.get("current_sensors")
         vp = transform_points(T, backproject(view.depth[::4, ::4], _sub(view.K, 4)).reshape(-1, 3))
@@ -141,7 +155,9 @@ def test_choice_options_are_right_and_balanced(qdir):
         assert len(options) == 4
         right = options[CHOICES.index(q.answer["value"])]
         if q.subtask.startswith("TDS"):
-            own = np.asarray(imageio.imread(qdir / "maps" / f"{q.scene.replace('/', '-')}_{q.meta['level']}.png"))[..., :3]
+            own = np.asarray(imageio.imread(qdir / "maps" / f"{q.scene.replace('/', '-')}_{q.meta['level']}.png"))[
+                ..., :3
+            ]
             assert np.array_equal(right, own)
             assert sum(np.array_equal(o, own) for o in options) == 1
             assert q.meta["option_scenes"][CHOICES.index(q.answer["value"])] == "self"
@@ -176,15 +192,25 @@ def test_resume_regenerates_exactly_the_missing_scene(qdir, tmp_path):
 def test_scoring_perfect_garbage_missing_and_random(qdir, tmp_path):
     qs = load_questions(qdir)
     perfect = tmp_path / "perfect.jsonl"
-    perfect.write_text("".join(json.dumps({"id": q.id, "prediction": format_answer(q.answer_type, q.answer["value"])}) + "\n" for q in qs))
-    assert gst_main(["score", f"questions={qdir}", f"predictions={perfect}", f"out={tmp_path / 'p'}", "bootstrap=50"]) == 0
+    perfect.write_text(
+        "".join(
+            json.dumps({"id": q.id, "prediction": format_answer(q.answer_type, q.answer["value"])}) + "\n" for q in qs
+        )
+    )
+    assert (
+        gst_main(["score", f"questions={qdir}", f"predictions={perfect}", f"out={tmp_path / 'p'}", "bootstrap=50"]) == 0
+    )
     s = json.loads((tmp_path / "p" / "scores.json").read_text())
     assert s["overall"] == pytest.approx(100) and all(v == pytest.approx(100) for v in s["per_subtask"].values())
     assert (tmp_path / "p" / "scores.png").stat().st_size > 10_000
 
     garbage = tmp_path / "garbage.jsonl"
-    garbage.write_text("".join(json.dumps({"id": q.id, "prediction": "I cannot tell"}) + "\n" for q in qs[: len(qs) // 2]))
-    assert gst_main(["score", f"questions={qdir}", f"predictions={garbage}", f"out={tmp_path / 'g'}", "bootstrap=50"]) == 0
+    garbage.write_text(
+        "".join(json.dumps({"id": q.id, "prediction": "I cannot tell"}) + "\n" for q in qs[: len(qs) // 2])
+    )
+    assert (
+        gst_main(["score", f"questions={qdir}", f"predictions={garbage}", f"out={tmp_path / 'g'}", "bootstrap=50"]) == 0
+    )
     g = json.loads((tmp_path / "g" / "scores.json").read_text())
     assert g["overall"] == 0 and g["unparsed"] == len(qs) // 2 and g["missing"] == len(qs) - len(qs) // 2
 
@@ -192,7 +218,12 @@ def test_scoring_perfect_garbage_missing_and_random(qdir, tmp_path):
     bad.write_text(json.dumps({"id": "nope", "prediction": "1"}) + "\n")
     assert gst_main(["score", f"questions={qdir}", f"predictions={bad}", f"out={tmp_path / 'b'}"]) == 2
 
-    assert gst_main(["eval", "agent=random", f"questions={qdir}", f"out={tmp_path / 'r'}", "progress=false", "bootstrap=50"]) == 0
+    assert (
+        gst_main(
+            ["eval", "agent=random", f"questions={qdir}", f"out={tmp_path / 'r'}", "progress=false", "bootstrap=50"]
+        )
+        == 0
+    )
     r = json.loads((tmp_path / "r" / "scores.json").read_text())
     assert set(r) >= {"overall", "per_subtask", "count", "ci95"} and 0 < r["overall"] < 60
     preds = [json.loads(l) for l in (tmp_path / "r" / "predictions.jsonl").read_text().splitlines()]

@@ -8,16 +8,19 @@ from vla.gst.metrics import accuracy, aggregate, angle_error, angle_macc, bootst
 from vla.gst.parse import parse, parse_angle, parse_choice, parse_distance, parse_point
 
 
-@pytest.mark.parametrize("pred, truth, expected", [
-    (10, 0, 1.0),          # 10 < 15, 30, 45
-    (20, 0, 2 / 3),        # < 30, 45
-    (40, 0, 1 / 3),        # < 45
-    (45, 0, 0.0),          # strict
-    (50, 0, 0.0),
-    (170, -170, 2 / 3),    # wraps: error 20
-    (-134, 226, 1.0),      # same direction
-    (None, 0, 0.0),
-])
+@pytest.mark.parametrize(
+    "pred, truth, expected",
+    [
+        (10, 0, 1.0),  # 10 < 15, 30, 45
+        (20, 0, 2 / 3),  # < 30, 45
+        (40, 0, 1 / 3),  # < 45
+        (45, 0, 0.0),  # strict
+        (50, 0, 0.0),
+        (170, -170, 2 / 3),  # wraps: error 20
+        (-134, 226, 1.0),  # same direction
+        (None, 0, 0.0),
+    ],
+)
 def test_angle_macc(pred, truth, expected):
     assert angle_macc(pred, truth) == pytest.approx(expected)
 
@@ -27,26 +30,32 @@ def test_angle_error_is_symmetric_and_wrapped():
     assert angle_error(-90, 90) == pytest.approx(180)
 
 
-@pytest.mark.parametrize("pred, truth, expected", [
-    (2.0, 2.0, 1.0),
-    (2.1, 2.0, 0.9),   # relative error 0.05: fails only t = 0.95 (strict)
-    (2.5, 2.0, 0.5),   # 0.25 < 1 - t for t in 0.50..0.70
-    (1.5, 2.0, 0.5),
-    (3.0, 2.0, 0.0),   # 0.5 is not < 0.5
-    (None, 2.0, 0.0),
-])
+@pytest.mark.parametrize(
+    "pred, truth, expected",
+    [
+        (2.0, 2.0, 1.0),
+        (2.1, 2.0, 0.9),  # relative error 0.05: fails only t = 0.95 (strict)
+        (2.5, 2.0, 0.5),  # 0.25 < 1 - t for t in 0.50..0.70
+        (1.5, 2.0, 0.5),
+        (3.0, 2.0, 0.0),  # 0.5 is not < 0.5
+        (None, 2.0, 0.0),
+    ],
+)
 def test_mra(pred, truth, expected):
     assert mra(pred, truth) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("pred, truth, expected", [
-    ((500, 500), (500, 500), 1.0),
-    ((500, 599), (500, 500), 1.0),     # 99 < 100
-    ((500, 620), (500, 500), 0.8),     # 120: < 150, 200, 250, 300
-    ((200, 400), (500, 500), 0.0),     # sqrt(300^2 + 100^2) = 316
-    ((260, 500), (500, 500), 0.4),     # 240: < 250, 300
-    (None, (1, 1), 0.0),
-])
+@pytest.mark.parametrize(
+    "pred, truth, expected",
+    [
+        ((500, 500), (500, 500), 1.0),
+        ((500, 599), (500, 500), 1.0),  # 99 < 100
+        ((500, 620), (500, 500), 0.8),  # 120: < 150, 200, 250, 300
+        ((200, 400), (500, 500), 0.0),  # sqrt(300^2 + 100^2) = 316
+        ((260, 500), (500, 500), 0.4),  # 240: < 250, 300
+        (None, (1, 1), 0.0),
+    ],
+)
 def test_point_macc(pred, truth, expected):
     assert point_macc(pred, truth) == pytest.approx(expected)
 
@@ -89,33 +98,66 @@ def test_uniform_random_answers_hit_the_chance_anchors():
     assert choices == pytest.approx(25, abs=1.5)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("-134°", -134.0), ("-134", -134.0), ("turn right 45 degrees", -45.0), ("45 degrees to the left", 45.0),
-    ("+12", 12.0), ("straight ahead", 0.0), ("it is behind me", 180.0), ("no idea", None), ("", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("-134°", -134.0),
+        ("-134", -134.0),
+        ("turn right 45 degrees", -45.0),
+        ("45 degrees to the left", 45.0),
+        ("+12", 12.0),
+        ("straight ahead", 0.0),
+        ("it is behind me", 180.0),
+        ("no idea", None),
+        ("", None),
+    ],
+)
 def test_parse_angle(text, expected):
     assert parse_angle(text) == expected
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("about 1.3 m", 1.3), ("1.3", 1.3), ("130 cm", 1.3), ("2 metres away", 2.0), ("far", None), ("-2 m", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("about 1.3 m", 1.3),
+        ("1.3", 1.3),
+        ("130 cm", 1.3),
+        ("2 metres away", 2.0),
+        ("far", None),
+        ("-2 m", None),
+    ],
+)
 def test_parse_distance(text, expected):
     assert parse_distance(text) == (pytest.approx(expected) if expected is not None else None)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("<point>391 698</point>", (391.0, 698.0)), ("<point>391, 698</point>", (391.0, 698.0)), ("(391, 698)", (391.0, 698.0)),
-    ("at 12 34", (12.0, 34.0)), ("<point>1200 5</point>", None), ("top left", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("<point>391 698</point>", (391.0, 698.0)),
+        ("<point>391, 698</point>", (391.0, 698.0)),
+        ("(391, 698)", (391.0, 698.0)),
+        ("at 12 34", (12.0, 34.0)),
+        ("<point>1200 5</point>", None),
+        ("top left", None),
+    ],
+)
 def test_parse_point(text, expected):
     assert parse_point(text) == expected
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("(B) because the walls match", "B"), ("The answer is C.", "C"), ("A map like this... answer: D", "D"),
-    ("B", "B"), ("Option d", "D"), ("A nice layout", None), ("none of them", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("(B) because the walls match", "B"),
+        ("The answer is C.", "C"),
+        ("A map like this... answer: D", "D"),
+        ("B", "B"),
+        ("Option d", "D"),
+        ("A nice layout", None),
+        ("none of them", None),
+    ],
+)
 def test_parse_choice(text, expected):
     assert parse_choice(text) == expected
 

@@ -44,7 +44,9 @@ def episode():
         agent = make_agent({"name": "memory"}, seed=0)
         views = Views()
         # the questioner is last: when it asks at a step, every other subscriber has seen that step
-        result = run_episode(env, agent, {"env": "house", "task_id": 0, "trial": 0}, [views, GSTQuestioner({"at": [STEP]})], seed=7)
+        result = run_episode(
+            env, agent, {"env": "house", "task_id": 0, "trial": 0}, [views, GSTQuestioner({"at": [STEP]})], seed=7
+        )
         truth = env.scene_truth()
         yield result, views.frames, truth
     finally:
@@ -94,9 +96,22 @@ def test_memory_agent_answers_from_its_own_map(episode):
 
 def test_cli_writes_questions_once_and_resumes(tmp_path):
     out = tmp_path / "mid"
-    cmd = [sys.executable, "-m", "vla.cli.rollout", "env=house", f"env.seed={SEED}", "env.max_steps=21", "env.num_trials=2",
-           "eval.trials_per_task=2", "agent=random", "gst.at=[20]", "gst.subtasks=[EDs,GPs,TDS-M]", "eval.workers=0",
-           "progress=false", f"out={out}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vla.cli.rollout",
+        "env=house",
+        f"env.seed={SEED}",
+        "env.max_steps=21",
+        "env.num_trials=2",
+        "eval.trials_per_task=2",
+        "agent=random",
+        "gst.at=[20]",
+        "gst.subtasks=[EDs,GPs,TDS-M]",
+        "eval.workers=0",
+        "progress=false",
+        f"out={out}",
+    ]
     for _ in range(2):  # the second run finds everything done and must not ask again
         proc = subprocess.run(cmd, cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -107,16 +122,33 @@ def test_cli_writes_questions_once_and_resumes(tmp_path):
     assert {r["subtask"] for r in rows} <= {"EDs", "GPs", "TDS-M"} and all(r["step"] == 20 for r in rows)
     summary = json.loads((out / "summary.json").read_text())
     assert sum(summary["gst"]["count"].values()) == len(rows)
-    assert summary["gst"]["overall"] == pytest.approx(np.mean([100 * np.mean([r["score"] for r in rows if r["subtask"] == c])
-                                                                for c in summary["gst"]["per_subtask"]]), abs=0.01)
+    assert summary["gst"]["overall"] == pytest.approx(
+        np.mean(
+            [100 * np.mean([r["score"] for r in rows if r["subtask"] == c]) for c in summary["gst"]["per_subtask"]]
+        ),
+        abs=0.01,
+    )
 
 
 @pytest.mark.slow
 def test_libero_mid_episode_asks_only_the_supported_subtasks(tmp_path):
     """A real LIBERO episode (rendered, ~1 min): questions at step 10 from the wrist camera's stream."""
     out = tmp_path / "libero"
-    cmd = [sys.executable, "-m", "vla.cli.rollout", "env=libero", "env.suite=libero_spatial", "eval.tasks=[0]", "eval.trials_per_task=1",
-           "env.max_steps=11", "agent=memory", "gst.at=[10]", "eval.workers=0", "progress=false", f"out={out}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vla.cli.rollout",
+        "env=libero",
+        "env.suite=libero_spatial",
+        "eval.tasks=[0]",
+        "eval.trials_per_task=1",
+        "env.max_steps=11",
+        "agent=memory",
+        "gst.at=[10]",
+        "eval.workers=0",
+        "progress=false",
+        f"out={out}",
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in (out / "gst.jsonl").read_text().splitlines()]
@@ -181,7 +213,9 @@ def test_mid_episode_questions_use_the_live_memory_and_never_a_stale_one():
     scene, K = apartment_scene(), default_camera(32, 32)
     frames = [scene.render(T, K, 32, 32, step=i) for i, T in enumerate(apartment_tour(12))]
     stream = frames[:4]  # the questioner's list, as it stands at the first checkpoint
-    q = Question(id="q", subtask="GPs", scene="s", prompt="", media={"stream": stream, "map": np.zeros((8, 8, 3), np.uint8)})
+    q = Question(
+        id="q", subtask="GPs", scene="s", prompt="", media={"stream": stream, "map": np.zeros((8, 8, 3), np.uint8)}
+    )
     answerer = MemoryAnswerer()
     assert answerer.memory_for(q).n_frames == 4  # no live memory: built from the stream
     stream.extend(frames[4:])  # the episode goes on; the same list object grows

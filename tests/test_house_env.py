@@ -347,5 +347,12 @@ def test_env_survives_fork(repo_root):
 
     from tests.conftest import cli_env
 
-    out = subprocess.run([sys.executable, "-c", FORK_SCRIPT % SEED], cwd=repo_root, env=cli_env(), capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT % SEED],
+        cwd=repo_root,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]

@@ -78,7 +78,7 @@ def test_clips(env_route):
     clips = env.clips(route, num=4, length=16, min_travel_m=1.5, seed=1)
     assert 1 <= len(clips) <= 4
     for c in clips:
-        assert c.end - c.start == 16 and np.array_equal(c.poses, route.poses[c.start:c.end])
+        assert c.end - c.start == 16 and np.array_equal(c.poses, route.poses[c.start : c.end])
         assert c.length_m >= 1.5
     for a, b in zip(clips, clips[1:]):
         assert a.end <= b.start  # no overlap

@@ -18,9 +18,15 @@ SEEDS = [0, 7, 900000, 900001, 900002, 800003]
 
 def fingerprint(spec) -> str:
     h = hashlib.sha256()
-    h.update(repr((spec.size, [(r.name, r.rect) for r in spec.rooms], [(d.rooms, d.center, d.width) for d in spec.doors])).encode())
+    h.update(
+        repr(
+            (spec.size, [(r.name, r.rect) for r in spec.rooms], [(d.rooms, d.center, d.width) for d in spec.doors])
+        ).encode()
+    )
     h.update(repr([(w.center, w.size) for w in spec.walls]).encode())
-    h.update(repr([(i.id, i.category, i.instance_id, i.position, i.yaw, i.size, i.support) for i in spec.items]).encode())
+    h.update(
+        repr([(i.id, i.category, i.instance_id, i.position, i.yaw, i.size, i.support) for i in spec.items]).encode()
+    )
     return h.hexdigest()
 
 
@@ -49,7 +55,7 @@ def test_footprint_rooms_and_counts(specs):
         assert area <= W * H + 1e-6
         # rooms tile (part of) the footprint without overlapping
         for i, a in enumerate(spec.rooms):
-            for b in spec.rooms[i + 1:]:
+            for b in spec.rooms[i + 1 :]:
                 ox = min(a.rect[2], b.rect[2]) - max(a.rect[0], b.rect[0])
                 oy = min(a.rect[3], b.rect[3]) - max(a.rect[1], b.rect[1])
                 assert ox <= 1e-9 or oy <= 1e-9, (a.name, b.name)
@@ -116,15 +122,20 @@ def test_items_inside_rooms_and_not_overlapping(specs):
             assert x0 >= r[0] - 1e-6 and y0 >= r[1] - 1e-6 and x1 <= r[2] + 1e-6 and y1 <= r[3] + 1e-6, it.id
             assert abs(math.remainder(it.yaw, math.pi / 2)) < 1e-9
         for i, a in enumerate(furn):
-            for b in furn[i + 1:]:
+            for b in furn[i + 1 :]:
                 ra, rb = a.rect(), b.rect()
-                assert min(ra[2], rb[2]) - max(ra[0], rb[0]) <= 1e-9 or min(ra[3], rb[3]) - max(ra[1], rb[1]) <= 1e-9, (a.id, b.id)
+                assert min(ra[2], rb[2]) - max(ra[0], rb[0]) <= 1e-9 or min(ra[3], rb[3]) - max(ra[1], rb[1]) <= 1e-9, (
+                    a.id,
+                    b.id,
+                )
         for ob in spec.objects:
             sup = spec.item(ob.support)
             assert sup.is_support
             assert abs(ob.position[2] - sup.top) < 1e-9  # stands on its support's top
             rs, ro = sup.rect(), ob.rect()
-            assert ro[0] >= rs[0] - 1e-9 and ro[1] >= rs[1] - 1e-9 and ro[2] <= rs[2] + 1e-9 and ro[3] <= rs[3] + 1e-9, ob.id
+            assert (
+                ro[0] >= rs[0] - 1e-9 and ro[1] >= rs[1] - 1e-9 and ro[2] <= rs[2] + 1e-9 and ro[3] <= rs[3] + 1e-9
+            ), ob.id
 
 
 def test_parts_inside_item_boxes(specs):
@@ -140,7 +151,9 @@ def test_parts_inside_item_boxes(specs):
                 else:
                     half = np.array([p.size[0]] * 3)
                 lo, hi = np.array(p.pos) - half, np.array(p.pos) + half
-                assert np.all(lo >= np.array([-dx / 2, -dy / 2, 0]) - 1e-6) and np.all(hi <= np.array([dx / 2, dy / 2, dz]) + 1e-6), (it.id, p)
+                assert np.all(lo >= np.array([-dx / 2, -dy / 2, 0]) - 1e-6) and np.all(
+                    hi <= np.array([dx / 2, dy / 2, dz]) + 1e-6
+                ), (it.id, p)
 
 
 def test_unique_targets_and_distractors(specs):
@@ -179,7 +192,12 @@ def test_splits_are_disjoint_and_documented():
     ranges = sorted(SPLITS.values())
     for (a0, a1), (b0, b1) in zip(ranges, ranges[1:]):
         assert a1 <= b0
-    assert split_of(0) == "train" and split_of(800_000) == "val" and split_of(900_999) == "test" and split_of(850_000) is None
+    assert (
+        split_of(0) == "train"
+        and split_of(800_000) == "val"
+        and split_of(900_999) == "test"
+        and split_of(850_000) is None
+    )
     assert split_seeds("test", 3) == [900_000, 900_001, 900_002]
     with pytest.raises(ValueError, match="unknown split"):
         split_seeds("dev", 1)
@@ -188,11 +206,19 @@ def test_splits_are_disjoint_and_documented():
 def test_config_rejects_unknown_and_bad_values():
     with pytest.raises(ValueError, match=r"unknown house env option\(s\) \['colour'\]; valid options: \[.*'split'"):
         HouseConfig.from_dict({"colour": 1})
-    for bad, msg in [({"split": "dev"}, "split"), ({"agent_radius": 0.6}, "agent_radius"), ({"min_rooms": 6, "max_rooms": 5}, "min_rooms"),
-                     ({"max_rooms": 12, "min_side_m": 8.0}, "max_rooms"), ({"width": 0}, "width"), ({"seed": -3}, "seed"),
-                     ({"success_radius_m": 0.3}, "success_radius_m"), ({"num_trials": True}, "num_trials"),
-                     ({"camera_fovy": "wide"}, "camera_fovy must be float"), ({"use_meshes": "yes"}, "use_meshes must be bool"),
-                     ({"max_forward_m": float("nan")}, "max_forward_m")]:
+    for bad, msg in [
+        ({"split": "dev"}, "split"),
+        ({"agent_radius": 0.6}, "agent_radius"),
+        ({"min_rooms": 6, "max_rooms": 5}, "min_rooms"),
+        ({"max_rooms": 12, "min_side_m": 8.0}, "max_rooms"),
+        ({"width": 0}, "width"),
+        ({"seed": -3}, "seed"),
+        ({"success_radius_m": 0.3}, "success_radius_m"),
+        ({"num_trials": True}, "num_trials"),
+        ({"camera_fovy": "wide"}, "camera_fovy must be float"),
+        ({"use_meshes": "yes"}, "use_meshes must be bool"),
+        ({"max_forward_m": float("nan")}, "max_forward_m"),
+    ]:
         with pytest.raises(ValueError, match=msg):
             HouseConfig.from_dict(bad)
 

@@ -49,7 +49,13 @@ def test_free_cells_have_true_clearance(house):
     rng = np.random.default_rng(0)
     pick = rc[rng.choice(len(rc), size=min(4000, len(rc)), replace=False)]
     offsets = rng.uniform(0, 1, size=(len(pick), 2))
-    xy = np.stack([grid.x0 + (pick[:, 1] + offsets[:, 0]) * grid.resolution, grid.y0 + (pick[:, 0] + offsets[:, 1]) * grid.resolution], -1)
+    xy = np.stack(
+        [
+            grid.x0 + (pick[:, 1] + offsets[:, 0]) * grid.resolution,
+            grid.y0 + (pick[:, 0] + offsets[:, 1]) * grid.resolution,
+        ],
+        -1,
+    )
     assert clearance(xy, rects).min() >= grid.agent_radius - 1e-9
     assert all(spec.room_at(p) is not None for p in xy[:200])
 
@@ -168,7 +174,9 @@ def test_follow_reaches_the_waypoints_without_bumping(house, max_left):
         act = follow(pose, wps, limits)
         if act is None:
             break
-        assert abs(act[0]) <= 0.25 + 1e-12 and abs(act[1]) <= max_left + 1e-12 and abs(act[2]) <= math.radians(30) + 1e-12
+        assert (
+            abs(act[0]) <= 0.25 + 1e-12 and abs(act[1]) <= max_left + 1e-12 and abs(act[2]) <= math.radians(30) + 1e-12
+        )
         res = step_pose(grid, pose, act)
         assert not res.blocked
         pose = res.pose

@@ -36,7 +36,9 @@ def test_expert_success_on_test_scenes():
 
 
 def test_primitives_only_and_other_camera():
-    env = HouseEnv(HouseConfig(seed=900007, use_meshes=False, width=320, height=240, camera_pitch_deg=15.0, camera_fovy=70.0))
+    env = HouseEnv(
+        HouseConfig(seed=900007, use_meshes=False, width=320, height=240, camera_pitch_deg=15.0, camera_fovy=70.0)
+    )
     try:
         assert env.scene.model.nmesh == 0
         obs, _ = env.reset(options={"trial": 0})
@@ -47,7 +49,10 @@ def test_primitives_only_and_other_camera():
         env.close()
 
 
-@pytest.mark.parametrize("overrides", [{"max_left_m": 0.0}, {"agent_radius": 0.3}, {"max_turn_deg": 10.0, "max_forward_m": 0.1, "max_steps": 600}])
+@pytest.mark.parametrize(
+    "overrides",
+    [{"max_left_m": 0.0}, {"agent_radius": 0.3}, {"max_turn_deg": 10.0, "max_forward_m": 0.1, "max_steps": 600}],
+)
 def test_expert_under_other_agent_limits(overrides):
     env = HouseEnv(HouseConfig(seed=900002, **overrides))
     try:

@@ -61,7 +61,9 @@ def test_libero_imports_without_prompting(tmp_path):
     """A fresh config directory: importing through our package must never read stdin."""
     code = "from envs.libero import suites; print(suites.benchmark('libero_object').n_tasks)"
     env = dict(os.environ, LIBERO_CONFIG_PATH=str(tmp_path / "fresh"))
-    out = subprocess.run([sys.executable, "-c", code], stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code], stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "10"
     assert (tmp_path / "fresh" / "config.yaml").exists()

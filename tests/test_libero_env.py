@@ -20,7 +20,11 @@ def test_observation_contract(rendered):
     env, obs, info = rendered
     assert set(obs.cameras) == {"agentview", "wrist"}
     assert obs.state.shape == (8,) and obs.state.dtype == np.float32
-    assert obs.instruction == env.task.instruction == "pick up the black bowl between the plate and the ramekin and place it on the plate"
+    assert (
+        obs.instruction
+        == env.task.instruction
+        == "pick up the black bowl between the plate and the ramekin and place it on the plate"
+    )
     for f in obs.cameras.values():
         assert f.rgb.shape == (96, 96, 3) and f.rgb.dtype == np.uint8
         assert f.depth.dtype == np.float32 and np.isfinite(f.depth).all() and (f.depth > 0).all()
@@ -55,8 +59,26 @@ def test_backprojected_masks_land_in_object_boxes(rendered):
 
 
 def test_protocol_orientation_is_mirror_of_upright():
-    up = LiberoEnv("libero_spatial", 0, resolution=64, cameras=("agentview",), segmentation=False, orientation="upright", hard_reset=False, settle_steps=0)
-    rot = LiberoEnv("libero_spatial", 0, resolution=64, cameras=("agentview",), segmentation=False, orientation="rot180", hard_reset=False, settle_steps=0)
+    up = LiberoEnv(
+        "libero_spatial",
+        0,
+        resolution=64,
+        cameras=("agentview",),
+        segmentation=False,
+        orientation="upright",
+        hard_reset=False,
+        settle_steps=0,
+    )
+    rot = LiberoEnv(
+        "libero_spatial",
+        0,
+        resolution=64,
+        cameras=("agentview",),
+        segmentation=False,
+        orientation="rot180",
+        hard_reset=False,
+        settle_steps=0,
+    )
     try:
         a, _ = up.reset(options={"trial": 2})
         b, _ = rot.reset(options={"trial": 2})
@@ -107,7 +129,9 @@ def test_bad_config_is_named(cfg, task, match):
 
 
 def test_bad_actions_and_trials_are_named():
-    env = make_env({"name": "libero", "suite": "libero_spatial", "render": False, "hard_reset": False, "settle_steps": 0}, 1)
+    env = make_env(
+        {"name": "libero", "suite": "libero_spatial", "render": False, "hard_reset": False, "settle_steps": 0}, 1
+    )
     try:
         with pytest.raises(ValueError, match="out of range"):
             env.reset(options={"trial": 50})

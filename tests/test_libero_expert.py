@@ -61,7 +61,9 @@ EPISODES = [
 def test_expert_solves_episode(envs, suite, task_id, trial):
     env = envs(suite, task_id)
     success, steps, expert = run_episode(env, trial)
-    assert success, f"{suite} task {task_id} trial {trial}: no success in {steps} steps (phase {expert.phase}, {expert.regrasps} re-grasps)"
+    assert success, (
+        f"{suite} task {task_id} trial {trial}: no success in {steps} steps (phase {expert.phase}, {expert.regrasps} re-grasps)"
+    )
     assert steps <= env.max_episode_steps
 
 
@@ -77,7 +79,9 @@ def test_box_separation():
     assert gap == pytest.approx(2.0 - 0.5 - np.sqrt(0.5))
     # a thin wall between two boxes does not hide the overlap of either
     wall = np.array([0.002, 0.5, 0.5])
-    assert box_separation([[0.0, 0, 0], [0.0, 0, 0]], I, [h, h], [[0.499, 0, 0], [0.6, 0, 0]], [I, I], [wall, wall]) == pytest.approx([-0.003, 0.098])
+    assert box_separation(
+        [[0.0, 0, 0], [0.0, 0, 0]], I, [h, h], [[0.499, 0, 0], [0.6, 0, 0]], [I, I], [wall, wall]
+    ) == pytest.approx([-0.003, 0.098])
 
 
 def _stub_env(goal, objects=("akita_black_bowl_1",), sites=(), fixtures=()):
@@ -100,7 +104,11 @@ def _stub_env(goal, objects=("akita_black_bowl_1",), sites=(), fixtures=()):
     ],
 )
 def test_unsupported_goals_are_named(goal, named):
-    env = _stub_env(goal, fixtures=("wooden_cabinet_1", "flat_stove_1"), objects=("akita_black_bowl_1", "akita_black_bowl_2", "plate_1"))
+    env = _stub_env(
+        goal,
+        fixtures=("wooden_cabinet_1", "flat_stove_1"),
+        objects=("akita_black_bowl_1", "akita_black_bowl_2", "plate_1"),
+    )
     with pytest.raises(NotImplementedError, match=named):
         PickPlaceExpert(env).reset()
 
@@ -126,8 +134,18 @@ def test_libero_goal_unsupported_tasks_raise_on_reset():
 def test_expert_success_rate_sample(suite, tmp_path):
     """Every task x 5 init states through the evaluation CLI (no rendering): >= 95 % per suite."""
     out = tmp_path / suite
-    cmd = [sys.executable, "-m", "vla.cli.rollout", "env=libero", f"env.suite={suite}", "env.render=false", "agent=scripted",
-           "eval.trials_per_task=5", "eval.workers=2", f"out={out}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vla.cli.rollout",
+        "env=libero",
+        f"env.suite={suite}",
+        "env.render=false",
+        "agent=scripted",
+        "eval.trials_per_task=5",
+        "eval.workers=2",
+        f"out={out}",
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]

@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 
 from spatial_memory import MemoryConfig, SpatialMemory, TopDownFrame
-from spatial_memory.geometry import camera_box_to_vst, egocentric_bearing, invert_T, look_at, pose_from_xy_yaw, rot_z, wrap_deg
+from spatial_memory.geometry import (
+    camera_box_to_vst,
+    egocentric_bearing,
+    invert_T,
+    look_at,
+    pose_from_xy_yaw,
+    rot_z,
+    wrap_deg,
+)
 from spatial_memory.synthetic import BoxScene, SceneBox, apartment_scene, apartment_tour, default_camera, tabletop_scene
 
 VOXEL = 0.05
@@ -26,7 +34,10 @@ def orbit_scene() -> BoxScene:
 
 
 def orbit_poses(n: int = 24, radius: float = 2.5, height: float = 1.6) -> list[np.ndarray]:
-    return [look_at([radius * np.cos(a), radius * np.sin(a), height], [0.0, 0.0, 0.3]) for a in np.linspace(0, 2 * np.pi, n, endpoint=False)]
+    return [
+        look_at([radius * np.cos(a), radius * np.sin(a), height], [0.0, 0.0, 0.3])
+        for a in np.linspace(0, 2 * np.pi, n, endpoint=False)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +117,11 @@ def test_proximity_association_with_unstable_ids(orbit):
         perm = rng.permutation(50)[:4] + 10  # fresh ids each frame
         inst = np.where(f.instance > 0, perm[f.instance], 0).astype(np.int32)
         labels = {int(perm[i]): c for i, c in f.labels.items()}
-        mem.integrate(type(f)(rgb=f.rgb, depth=f.depth, K=f.K, T_world_cam=f.T_world_cam, instance=inst, labels=labels, step=f.step))
+        mem.integrate(
+            type(f)(
+                rgb=f.rgb, depth=f.depth, K=f.K, T_world_cam=f.T_world_cam, instance=inst, labels=labels, step=f.step
+            )
+        )
     objs = mem.objects()
     assert sorted(o.id for o in objs) == ["cabinet_1", "chair_1", "chair_2"]
     for box in scene.objects():
@@ -156,13 +171,24 @@ def test_integrate_boxes_bad_input(orbit):
 def test_moved_object_is_followed_and_its_old_place_carved():
     scene = tabletop_scene()
     K = default_camera(SIZE, SIZE, 60.0)
-    poses = [look_at([0.9 * np.cos(a), 0.9 * np.sin(a), 1.6], [0.0, 0.0, 0.9]) for a in np.linspace(0, 2 * np.pi, 12, endpoint=False)]
+    poses = [
+        look_at([0.9 * np.cos(a), 0.9 * np.sin(a), 1.6], [0.0, 0.0, 0.9])
+        for a in np.linspace(0, 2 * np.pi, 12, endpoint=False)
+    ]
     mem = SpatialMemory(config=MemoryConfig.tabletop(carve_every=1))
     for i, T in enumerate(poses):
         mem.integrate(scene.render(T, K, SIZE, SIZE, step=i))
     bowl = scene.object("bowl")
     assert np.linalg.norm(mem.object("bowl").center - bowl.center) < 0.01
-    moved = BoxScene([b if b.category != "bowl" else SceneBox(b.center + [0.3, -0.1, 0.0], b.size, b.yaw, b.colour, b.category, b.instance_id) for b in scene.boxes], scene.bounds)
+    moved = BoxScene(
+        [
+            b
+            if b.category != "bowl"
+            else SceneBox(b.center + [0.3, -0.1, 0.0], b.size, b.yaw, b.colour, b.category, b.instance_id)
+            for b in scene.boxes
+        ],
+        scene.bounds,
+    )
     for i, T in enumerate(poses):
         mem.integrate(moved.render(T, K, SIZE, SIZE, step=100 + i))
     assert np.linalg.norm(mem.object("bowl").center - moved.object("bowl").center) < 0.01
@@ -233,8 +259,15 @@ def test_mirrored_images_with_negative_focal_length_fuse_identically(orbit, flip
         sl = (slice(None, None, -1) if flip_v else slice(None), slice(None, None, -1))
         if flip_v:
             K[1, 1], K[1, 2] = -K[1, 1], (f.height - 1) - K[1, 2]
-        m = type(f)(rgb=np.ascontiguousarray(f.rgb[sl]), depth=np.ascontiguousarray(f.depth[sl]), K=K, T_world_cam=f.T_world_cam,
-                    instance=np.ascontiguousarray(f.instance[sl]), labels=f.labels, step=f.step)
+        m = type(f)(
+            rgb=np.ascontiguousarray(f.rgb[sl]),
+            depth=np.ascontiguousarray(f.depth[sl]),
+            K=K,
+            T_world_cam=f.T_world_cam,
+            instance=np.ascontiguousarray(f.instance[sl]),
+            labels=f.labels,
+            step=f.step,
+        )
         plain.integrate(f)
         mirrored.integrate(m)
     a, b = plain.voxels, mirrored.voxels

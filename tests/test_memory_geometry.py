@@ -146,7 +146,10 @@ def test_vst_box_rejects_malformed(bad):
 # ------------------------------------------------------------------------------------- top-down
 frames_st = st.builds(
     lambda x, y, w, h: TopDownFrame(x, y, x + w, y + h),
-    st.floats(-20, 20), st.floats(-20, 20), st.floats(0.5, 30), st.floats(0.5, 30),
+    st.floats(-20, 20),
+    st.floats(-20, 20),
+    st.floats(0.5, 30),
+    st.floats(0.5, 30),
 )
 
 

@@ -47,7 +47,9 @@ def test_save_load_is_exact(tmp_path, frames):
         assert back.egocentric(o.id) == mem.egocentric(o.id)
     f = TopDownFrame(0, 0, 10, 8)
     for level in ("easy", "medium", "hard"):
-        np.testing.assert_array_equal(back.topdown(level, f, trajectory=True, agent=True), mem.topdown(level, f, trajectory=True, agent=True))
+        np.testing.assert_array_equal(
+            back.topdown(level, f, trajectory=True, agent=True), mem.topdown(level, f, trajectory=True, agent=True)
+        )
     # the loaded memory goes on exactly as the original would have (random state included)
     for fr in frames[14:]:
         mem.integrate(fr)

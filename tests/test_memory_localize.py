@@ -7,7 +7,15 @@ import pytest
 
 from spatial_memory import CameraFrame, LocalizeConfig, Localization, SpatialMemory, TopDownFrame
 from spatial_memory.geometry import camera_yaw, make_T, pose_from_xy_yaw, rot_z, wrap_deg
-from spatial_memory.synthetic import BoxScene, SceneBox, apartment_scene, apartment_tour, default_camera, odometry_transform, reframe
+from spatial_memory.synthetic import (
+    BoxScene,
+    SceneBox,
+    apartment_scene,
+    apartment_tour,
+    default_camera,
+    odometry_transform,
+    reframe,
+)
 
 SIZE = 80
 PITCH = np.radians(10.0)  # the tour's head camera looks 10 degrees down
@@ -40,12 +48,23 @@ def views(scene: BoxScene, T_odom_world: np.ndarray, rng: np.random.Generator, n
 
 
 def pose_error(T_est: np.ndarray, T_true: np.ndarray) -> tuple[float, float]:
-    return float(np.hypot(*(T_est[:2, 3] - T_true[:2, 3]))), abs(wrap_deg(np.degrees(camera_yaw(T_est) - camera_yaw(T_true))))
+    return float(np.hypot(*(T_est[:2, 3] - T_true[:2, 3]))), abs(
+        wrap_deg(np.degrees(camera_yaw(T_est) - camera_yaw(T_true)))
+    )
 
 
-def without_pose(frame: CameraFrame, T: np.ndarray | None = None, labels: dict | None = None, instance=None) -> CameraFrame:
-    return CameraFrame(frame.rgb, frame.depth, frame.K, np.eye(4) if T is None else T,
-                       frame.instance if instance is None else instance, frame.labels if labels is None else labels, frame.step)
+def without_pose(
+    frame: CameraFrame, T: np.ndarray | None = None, labels: dict | None = None, instance=None
+) -> CameraFrame:
+    return CameraFrame(
+        frame.rgb,
+        frame.depth,
+        frame.K,
+        np.eye(4) if T is None else T,
+        frame.instance if instance is None else instance,
+        frame.labels if labels is None else labels,
+        frame.step,
+    )
 
 
 def n_objects_visible(frame: CameraFrame, min_pixels: int = 20) -> int:
@@ -117,10 +136,12 @@ def test_detector_mode_matches_objects_by_category():
 def test_a_view_of_something_never_mapped_is_not_trusted(world):
     _, mem, _, _ = world
     # a small room with a pillar, nothing like the apartment
-    boxes = [SceneBox(np.array([0.0, 0.0, -0.05]), np.array([6.0, 6.0, 0.1]), category="floor"),
-             SceneBox(np.array([0.0, 2.0, 1.25]), np.array([4.0, 0.1, 2.5])),
-             SceneBox(np.array([1.7, 0.5, 1.25]), np.array([0.1, 3.0, 2.5])),
-             SceneBox(np.array([0.3, 1.2, 0.6]), np.array([0.3, 0.3, 1.2]), yaw=0.4, category="pillar", instance_id=77)]
+    boxes = [
+        SceneBox(np.array([0.0, 0.0, -0.05]), np.array([6.0, 6.0, 0.1]), category="floor"),
+        SceneBox(np.array([0.0, 2.0, 1.25]), np.array([4.0, 0.1, 2.5])),
+        SceneBox(np.array([1.7, 0.5, 1.25]), np.array([0.1, 3.0, 2.5])),
+        SceneBox(np.array([0.3, 1.2, 0.6]), np.array([0.3, 0.3, 1.2]), yaw=0.4, category="pillar", instance_id=77),
+    ]
     other = BoxScene(boxes, (-3.0, -3.0, 3.0, 3.0))
     K = default_camera(SIZE, SIZE)
     f = other.render(pose_from_xy_yaw(-0.5, -0.5, np.radians(50), 1.5, PITCH), K, SIZE, SIZE)

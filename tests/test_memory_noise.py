@@ -39,9 +39,13 @@ def test_graceful_degradation(tour):
     assert clean["objects_found"] == len(scene.objects())
     assert clean["angle_mAcc"] == 100.0 and clean["distance_MRA"] > 95
     assert clean["agent_pos_err_m"] == 0.0
-    mild = evaluate(NoiseModel(depth_sigma=0.005, depth_dropout=0.02, pose_drift_m=0.005, pose_drift_deg=0.1, seed=1), scene, frames)
+    mild = evaluate(
+        NoiseModel(depth_sigma=0.005, depth_dropout=0.02, pose_drift_m=0.005, pose_drift_deg=0.1, seed=1), scene, frames
+    )
     assert mild["objects_found"] == len(scene.objects())
     assert mild["angle_mAcc"] >= 90 and mild["distance_MRA"] >= 80
-    harsh = evaluate(NoiseModel(depth_sigma=0.03, depth_dropout=0.1, pose_drift_m=0.03, pose_drift_deg=0.5, seed=1), scene, frames)
+    harsh = evaluate(
+        NoiseModel(depth_sigma=0.03, depth_dropout=0.1, pose_drift_m=0.03, pose_drift_deg=0.5, seed=1), scene, frames
+    )
     assert harsh["center_err_mean_m"] > mild["center_err_mean_m"] > clean["center_err_mean_m"] * 0.9
     assert harsh["objects_found"] >= len(scene.objects()) - 1  # degraded, not broken

@@ -19,8 +19,17 @@ def clipped_floor(scene: BoxScene) -> BoxScene:
     """The apartment with its floor ending at the walls' outer faces, as the environments draw it
     (the synthetic floor slab overhangs the walls by 0.2 m, which an easy map would show)."""
     x0, y0, x1, y1 = scene.bounds
-    boxes = [SceneBox(np.array([(x0 + x1) / 2, (y0 + y1) / 2, -0.05]), np.array([x1 - x0 + 0.1, y1 - y0 + 0.1, 0.1]), colour=b.colour, category="floor")
-             if b.category == "floor" else b for b in scene.boxes]
+    boxes = [
+        SceneBox(
+            np.array([(x0 + x1) / 2, (y0 + y1) / 2, -0.05]),
+            np.array([x1 - x0 + 0.1, y1 - y0 + 0.1, 0.1]),
+            colour=b.colour,
+            category="floor",
+        )
+        if b.category == "floor"
+        else b
+        for b in scene.boxes
+    ]
     return BoxScene(boxes, scene.bounds)
 
 
@@ -35,7 +44,9 @@ def world():
     return scene, mem
 
 
-def gt_map(scene: BoxScene, level: str, yaw: float, offset: np.ndarray, margin: float, width: int = 640, height: int = 512):
+def gt_map(
+    scene: BoxScene, level: str, yaw: float, offset: np.ndarray, margin: float, width: int = 640, height: int = 512
+):
     """The map an environment would give: the scene moved into its own world frame by (yaw, offset),
     drawn north-up on a frame that fits the apartment plus ``margin``. Returns (image, true odom -> pixel)."""
     T_world_odom = make_T(rot_z(yaw), [offset[0], offset[1], 0.0])
@@ -59,8 +70,13 @@ def alignment_error_m(reg: TopDownRegistration, truth, frame: TopDownFrame, mem:
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(yaw=st.floats(-np.pi, np.pi), ox=st.floats(-30, 30), oy=st.floats(-30, 30), margin=st.floats(0.3, 2.0),
-       level=st.sampled_from(["medium", "hard"]))
+@given(
+    yaw=st.floats(-np.pi, np.pi),
+    ox=st.floats(-30, 30),
+    oy=st.floats(-30, 30),
+    margin=st.floats(0.3, 2.0),
+    level=st.sampled_from(["medium", "hard"]),
+)
 def test_medium_and_hard_maps_register_under_any_rotation_offset_and_scale(world, yaw, ox, oy, margin, level):
     scene, mem = world
     img, truth, frame = gt_map(scene, level, yaw, np.array([ox, oy]), margin)
@@ -129,8 +145,15 @@ def registration(scale: float, theta: float, t: tuple[float, float]) -> TopDownR
 
 
 @settings(max_examples=40, deadline=None)
-@given(scale=st.floats(5, 200), theta=st.floats(-np.pi, np.pi), tu=st.floats(-500, 500), tv=st.floats(-500, 500),
-       x=st.floats(-20, 20), y=st.floats(-20, 20), yaw=st.floats(-np.pi, np.pi))
+@given(
+    scale=st.floats(5, 200),
+    theta=st.floats(-np.pi, np.pi),
+    tu=st.floats(-500, 500),
+    tv=st.floats(-500, 500),
+    x=st.floats(-20, 20),
+    y=st.floats(-20, 20),
+    yaw=st.floats(-np.pi, np.pi),
+)
 def test_conversions_round_trip_and_agree_with_topdownframe(scale, theta, tu, tv, x, y, yaw):
     reg = registration(scale, theta, (tu, tv))
     xy = np.array([x, y])

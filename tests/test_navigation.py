@@ -262,8 +262,11 @@ class _DiscBase:
             if b.category in ("floor", "ceiling"):
                 continue
             c, s = np.asarray(b.center), np.asarray(b.size)
-            corners = np.array([[sx * s[0] / 2, sy * s[1] / 2] for sx in (-1, 1) for sy in (-1, 1)]) @ np.array(
-                [[math.cos(b.yaw), math.sin(b.yaw)], [-math.sin(b.yaw), math.cos(b.yaw)]]) + c[:2]
+            corners = (
+                np.array([[sx * s[0] / 2, sy * s[1] / 2] for sx in (-1, 1) for sy in (-1, 1)])
+                @ np.array([[math.cos(b.yaw), math.sin(b.yaw)], [-math.sin(b.yaw), math.cos(b.yaw)]])
+                + c[:2]
+            )
             self.rects.append((corners.min(0), corners.max(0)))
         self.radius = radius
 
@@ -306,7 +309,13 @@ def test_closed_loop_synthetic_apartment(target, start):
     for t in range(250):
         frame = scene.render(_cam(pose[0], pose[1], pose[2]), K, 64, 64, step=t)
         mem.integrate(frame)
-        obs = Observation(cameras={"ego": frame}, state=pose.copy(), instruction=f"go to the {target}", step=t, extra={"blocked": blocked})
+        obs = Observation(
+            cameras={"ego": frame},
+            state=pose.copy(),
+            instruction=f"go to the {target}",
+            step=t,
+            extra={"blocked": blocked},
+        )
         a = nav.act(obs, mem)
         phases.add(nav.phase)
         assert a.shape == (3,) and np.all(np.abs(a) <= [0.25 + 1e-9, 0.25 + 1e-9, math.radians(30) + 1e-9])
@@ -328,7 +337,9 @@ def test_memory_agent_reads_only_the_action_space():
     from vla.agents import make_agent
     from vla.agents.memory import MemoryAgent
 
-    space = gym.spaces.Box(low=np.array([-0.2, -0.1, -0.3], dtype=np.float32), high=np.array([0.2, 0.1, 0.3], dtype=np.float32))
+    space = gym.spaces.Box(
+        low=np.array([-0.2, -0.1, -0.3], dtype=np.float32), high=np.array([0.2, 0.1, 0.3], dtype=np.float32)
+    )
     agent = make_agent({"name": "memory", "navigator": {"approach_m": 0.6}})
     assert isinstance(agent, MemoryAgent)
     agent.bind(types.SimpleNamespace(action_space=space))  # an env with nothing else to read
@@ -352,10 +363,11 @@ def test_memory_agent_config_composes():
     defaults = NavigatorConfig()
     for key, value in cfg["agent"]["navigator"].items():  # the yaml repeats the code's defaults
         assert getattr(defaults, key) == pytest.approx(value), key
-    cfg = compose("rollout", ["env=house", "agent=memory", "agent.navigator.approach_m=0.6", "+agent.navigator.unknown_cost=2.0"])
+    cfg = compose(
+        "rollout", ["env=house", "agent=memory", "agent.navigator.approach_m=0.6", "+agent.navigator.unknown_cost=2.0"]
+    )
     agent = make_agent(cfg["agent"])
     assert agent.navigator.config.approach_m == 0.6 and agent.navigator.config.unknown_cost == 2.0
-
 
 
 def test_memory_agent_holds_still_with_an_arm_action_space():
@@ -374,7 +386,9 @@ def test_memory_agent_holds_still_with_an_arm_action_space():
     assert agent.memory.config.voxel_size == pytest.approx(0.01)  # "auto": tabletop scale
     scene = tabletop_scene()
     frame = scene.render(look_at(np.array([0.0, -1.0, 1.6]), np.array([0.0, 0.0, 0.9])), default_camera(64, 64), 64, 64)
-    a = agent.act(Observation(cameras={"agentview": frame}, state=np.zeros(8), instruction="put the mug on the plate", step=0))
+    a = agent.act(
+        Observation(cameras={"agentview": frame}, state=np.zeros(8), instruction="put the mug on the plate", step=0)
+    )
     assert a.shape == (7,) and not a.any()
     assert "mug" in {o.category for o in agent.memory.objects()}
 
@@ -474,7 +488,9 @@ def test_navigation_benchmark():
 
     scenes, trials = int(os.environ.get("NAV_SCENES", 10)), int(os.environ.get("NAV_TRIALS", 3))
     env_cfg = compose("rollout", ["env=house"])["env"]
-    env_cfg.update(split="test", num_scenes=scenes, num_trials=trials, max_steps=int(os.environ.get("NAV_MAX_STEPS", 300)))
+    env_cfg.update(
+        split="test", num_scenes=scenes, num_trials=trials, max_steps=int(os.environ.get("NAV_MAX_STEPS", 300))
+    )
     rows = {"memory": [], "scripted": []}
     for task in range(scenes):
         env = make_env(env_cfg, task)
@@ -488,8 +504,12 @@ def test_navigation_benchmark():
     summary = {}
     for name, r in rows.items():
         ok = [x for x in r if x["success"]]
-        summary[name] = {"episodes": len(r), "success_rate": round(len(ok) / len(r), 3), "spl": round(float(np.mean([x["spl"] for x in r])), 3),
-                         "median_steps_success": float(np.median([x["steps"] for x in ok])) if ok else None,
-                         "mean_path_m": round(float(np.mean([x["path_m"] for x in r])), 2)}
+        summary[name] = {
+            "episodes": len(r),
+            "success_rate": round(len(ok) / len(r), 3),
+            "spl": round(float(np.mean([x["spl"] for x in r])), 3),
+            "median_steps_success": float(np.median([x["steps"] for x in ok])) if ok else None,
+            "mean_path_m": round(float(np.mean([x["path_m"] for x in r])), 2),
+        }
     print(json.dumps({"max_steps": env_cfg["max_steps"], **summary}, indent=1))
     assert summary["memory"]["success_rate"] >= 0.8

@@ -1,10 +1,8 @@
 """The rollout loop and vla-rollout: records, summary, resume after kill -9, failures, videos, demos."""
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,12 +23,29 @@ def lines(path: Path) -> list[dict]:
 
 
 def run_cli(*args, timeout=600):
-    return subprocess.run([str(VENV_BIN / "vla-rollout"), *args], capture_output=True, text=True, env=cli_env(), timeout=timeout, cwd=Path(__file__).parents[1])
+    return subprocess.run(
+        [str(VENV_BIN / "vla-rollout"), *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=timeout,
+        cwd=Path(__file__).parents[1],
+    )
 
 
 def test_cli_writes_episodes_and_summary_and_resumes(tmp_path):
     out = tmp_path / "run"
-    args = ["agent=random", "env.render=false", "env.hard_reset=false", "env.max_steps=10", "eval.tasks=[0,2]", "eval.trials_per_task=2", "eval.workers=2", f"out={out}", "progress=false"]
+    args = [
+        "agent=random",
+        "env.render=false",
+        "env.hard_reset=false",
+        "env.max_steps=10",
+        "eval.tasks=[0,2]",
+        "eval.trials_per_task=2",
+        "eval.workers=2",
+        f"out={out}",
+        "progress=false",
+    ]
     r = run_cli(*args)
     assert r.returncode == 0, r.stderr[-3000:]
     recs = lines(out / "episodes.jsonl")
@@ -68,8 +83,24 @@ def _processes_mentioning(text: str) -> list[int]:
 
 def test_kill_9_then_resume_loses_only_in_flight_and_never_repeats(tmp_path):
     out = tmp_path / "killed"
-    args = ["agent.name=tests.agents_for_tests:SlowRandomAgent", "env.render=false", "env.hard_reset=false", "env.max_steps=20", "eval.tasks=[1]", "eval.trials_per_task=6", "eval.workers=2", f"out={out}", "progress=false"]
-    proc = subprocess.Popen([str(VENV_BIN / "vla-rollout"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=cli_env(), cwd=Path(__file__).parents[1])
+    args = [
+        "agent.name=tests.agents_for_tests:SlowRandomAgent",
+        "env.render=false",
+        "env.hard_reset=false",
+        "env.max_steps=20",
+        "eval.tasks=[1]",
+        "eval.trials_per_task=6",
+        "eval.workers=2",
+        f"out={out}",
+        "progress=false",
+    ]
+    proc = subprocess.Popen(
+        [str(VENV_BIN / "vla-rollout"), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=cli_env(),
+        cwd=Path(__file__).parents[1],
+    )
     path = out / "episodes.jsonl"
     deadline = time.time() + 300
     while time.time() < deadline and (not path.exists() or len(path.read_text().splitlines()) < 2):
@@ -94,7 +125,16 @@ def test_kill_9_then_resume_loses_only_in_flight_and_never_repeats(tmp_path):
 
 def test_torn_last_line_is_dropped_on_resume(tmp_path):
     path = tmp_path / "episodes.jsonl"
-    good = {"suite": "s", "task_id": 0, "task": "t", "trial": 0, "success": True, "steps": 3, "seconds": 1.0, "error": None}
+    good = {
+        "suite": "s",
+        "task_id": 0,
+        "task": "t",
+        "trial": 0,
+        "success": True,
+        "steps": 3,
+        "seconds": 1.0,
+        "error": None,
+    }
     path.write_text(json.dumps(good) + "\n" + '{"suite": "s", "task_id": 0, "task": "t", "tri')
     store = EpisodeStore(path)
     assert len(store) == 1 and (0, 0) in store and (0, 1) not in store
@@ -106,26 +146,55 @@ def test_torn_last_line_is_dropped_on_resume(tmp_path):
 
 
 def test_agent_and_simulator_failures_fail_only_their_episode(tmp_path):
-    spec = EvalSpec(env=FAST_ENV, agent={"name": "tests.agents_for_tests:CrashOnTrialAgent"}, out=str(tmp_path / "crash"), tasks=[0], trials_per_task=3, workers=1)
+    spec = EvalSpec(
+        env=FAST_ENV,
+        agent={"name": "tests.agents_for_tests:CrashOnTrialAgent"},
+        out=str(tmp_path / "crash"),
+        tasks=[0],
+        trials_per_task=3,
+        workers=1,
+    )
     summary = evaluate(spec, progress=False)
     recs = {e["trial"]: e for e in lines(tmp_path / "crash" / "episodes.jsonl")}
     assert recs[1]["error"] == "worker process died (killed by SIGSEGV)"
     assert recs[0]["error"] is None and recs[2]["error"] is None and recs[2]["steps"] == 12
     assert summary["errors"] == 1 and summary["episodes"] == 3
 
-    spec = EvalSpec(env=FAST_ENV, agent={"name": "tests.agents_for_tests:NanAgent"}, out=str(tmp_path / "nan"), tasks=[0], trials_per_task=1, workers=0)
+    spec = EvalSpec(
+        env=FAST_ENV,
+        agent={"name": "tests.agents_for_tests:NanAgent"},
+        out=str(tmp_path / "nan"),
+        tasks=[0],
+        trials_per_task=1,
+        workers=0,
+    )
     evaluate(spec, progress=False)
     (rec,) = lines(tmp_path / "nan" / "episodes.jsonl")
     assert rec["success"] is False and rec["steps"] == 2 and "NaN" in rec["error"]
 
-    spec = EvalSpec(env=FAST_ENV, agent={"name": "tests.agents_for_tests:WrongShapeAgent"}, out=str(tmp_path / "shape"), tasks=[0], trials_per_task=1, workers=0)
+    spec = EvalSpec(
+        env=FAST_ENV,
+        agent={"name": "tests.agents_for_tests:WrongShapeAgent"},
+        out=str(tmp_path / "shape"),
+        tasks=[0],
+        trials_per_task=1,
+        workers=0,
+    )
     evaluate(spec, progress=False)
     (rec,) = lines(tmp_path / "shape" / "episodes.jsonl")
     assert "shape (7,)" in rec["error"] and rec["steps"] == 0
 
 
 def test_episode_timeout_replaces_the_worker(tmp_path):
-    spec = EvalSpec(env={**FAST_ENV, "max_steps": 100000}, agent={"name": "tests.agents_for_tests:SlowRandomAgent"}, out=str(tmp_path / "slow"), tasks=[0], trials_per_task=2, workers=1, episode_timeout_s=3)
+    spec = EvalSpec(
+        env={**FAST_ENV, "max_steps": 100000},
+        agent={"name": "tests.agents_for_tests:SlowRandomAgent"},
+        out=str(tmp_path / "slow"),
+        tasks=[0],
+        trials_per_task=2,
+        workers=1,
+        episode_timeout_s=3,
+    )
     summary = evaluate(spec, progress=False)
     recs = lines(tmp_path / "slow" / "episodes.jsonl")
     assert len(recs) == 2 and all(r["error"] == "episode timed out after 3 s" for r in recs)
@@ -152,7 +221,16 @@ def test_cli_bad_input_is_one_clear_line(args, message):
 def test_videos_and_demo_recording(tmp_path):
     """Rendered episodes: a video per kept episode and HDF5 demos in LIBERO's layout."""
     env = {"name": "libero", "suite": "libero_object", "resolution": 64, "hard_reset": False, "max_steps": 4}
-    spec = EvalSpec(env=env, agent={"name": "random"}, out=str(tmp_path / "v"), tasks=[0], trials_per_task=1, workers=0, videos="all", record=str(tmp_path / "demos"))
+    spec = EvalSpec(
+        env=env,
+        agent={"name": "random"},
+        out=str(tmp_path / "v"),
+        tasks=[0],
+        trials_per_task=1,
+        workers=0,
+        videos="all",
+        record=str(tmp_path / "demos"),
+    )
     from vla.rollout import record
 
     # record every episode, whatever its outcome, to check the layout quickly
@@ -183,7 +261,11 @@ def test_videos_and_demo_recording(tmp_path):
         assert obs["agentview_rgb"].shape == (4, 64, 64, 3) and obs["eye_in_hand_rgb"].dtype == np.uint8
         assert obs["agentview_depth"].shape == (4, 64, 64) and obs["agentview_instance"].dtype == np.int32
         assert obs["agentview_K"].shape == (4, 3, 3) and obs["eye_in_hand_T_world_cam"].shape == (4, 4, 4)
-        assert obs["ee_states"].shape == (4, 6) and obs["gripper_states"].shape == (4, 2) and obs["joint_states"].shape == (4, 7)
+        assert (
+            obs["ee_states"].shape == (4, 6)
+            and obs["gripper_states"].shape == (4, 2)
+            and obs["joint_states"].shape == (4, 7)
+        )
         assert demo["robot_states"].shape == (4, 9)
         np.testing.assert_array_equal(demo.attrs["init_state"], demo["states"][0])
         # the wrist camera moves with the arm: its pose is recorded per step

@@ -24,11 +24,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trial", type=int, default=0)
     p.add_argument("--every", type=int, default=30, help="ask GST questions every N steps")
     args = p.parse_args(argv)
-    rc = rollout_main([
-        "env=house", f"env.seed={args.seed}", "env.max_steps=500", "agent=memory",
-        "eval.trials_per_task=1", "eval.videos=all", "eval.video_fps=10", f"gst.every={args.every}", "gst.per_subtask=1",
-        f"out={args.out}",
-    ])
+    rc = rollout_main(
+        [
+            "env=house",
+            f"env.seed={args.seed}",
+            "env.max_steps=500",
+            "agent=memory",
+            "eval.trials_per_task=1",
+            "eval.videos=all",
+            "eval.video_fps=10",
+            f"gst.every={args.every}",
+            "gst.per_subtask=1",
+            f"out={args.out}",
+        ]
+    )
     if rc != 0:
         return rc
     summary = json.loads((Path(args.out) / "summary.json").read_text())
@@ -37,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         from vla.gst.score import plot_scores
 
         plot_scores(gst, Path(args.out) / "gst_scores.png", label="memory agent, mid-episode")
-        print(f"GST mid-episode: overall {gst['overall']:.1f} over {sum(gst['count'].values())} questions -> {args.out}/gst_scores.png")
+        print(
+            f"GST mid-episode: overall {gst['overall']:.1f} over {sum(gst['count'].values())} questions -> {args.out}/gst_scores.png"
+        )
     videos = sorted((Path(args.out) / "videos").glob("*.mp4"))
     if videos:
         print(f"video: {videos[-1]}")

@@ -117,27 +117,67 @@ class HouseConfig:
                 ok = True
             need(ok, f"{f.name} must be {kind.__name__}{' or null' if f.name == 'seed' else ''}, got {v!r}")
         need(self.split in SPLITS, f"split must be one of {sorted(SPLITS)}, got {self.split!r}")
-        need(self.seed is None or (isinstance(self.seed, int) and self.seed >= 0), f"seed must be a non-negative int or null, got {self.seed!r}")
+        need(
+            self.seed is None or (isinstance(self.seed, int) and self.seed >= 0),
+            f"seed must be a non-negative int or null, got {self.seed!r}",
+        )
         for name in ("num_scenes", "num_trials", "max_steps", "min_rooms", "max_rooms", "width", "height"):
             v = getattr(self, name)
             need(isinstance(v, int) and not isinstance(v, bool) and v > 0, f"{name} must be a positive int, got {v!r}")
-        need(self.seed is not None or self.num_scenes <= SPLITS[self.split][1] - SPLITS[self.split][0], f"num_scenes={self.num_scenes} exceeds the {self.split} split")
-        need(2 <= self.min_rooms <= self.max_rooms <= 12, f"need 2 <= min_rooms <= max_rooms <= 12, got {self.min_rooms}, {self.max_rooms}")
-        need(4.0 <= self.min_side_m <= self.max_side_m <= 30.0, f"need 4 <= min_side_m <= max_side_m <= 30, got {self.min_side_m}, {self.max_side_m}")
+        need(
+            self.seed is not None or self.num_scenes <= SPLITS[self.split][1] - SPLITS[self.split][0],
+            f"num_scenes={self.num_scenes} exceeds the {self.split} split",
+        )
+        need(
+            2 <= self.min_rooms <= self.max_rooms <= 12,
+            f"need 2 <= min_rooms <= max_rooms <= 12, got {self.min_rooms}, {self.max_rooms}",
+        )
+        need(
+            4.0 <= self.min_side_m <= self.max_side_m <= 30.0,
+            f"need 4 <= min_side_m <= max_side_m <= 30, got {self.min_side_m}, {self.max_side_m}",
+        )
         # BSP rooms are at least 2.4 m wide: max_rooms must fit into the smallest footprint
-        need(self.max_rooms * 2.6**2 <= 0.9 * self.min_side_m**2,
-             f"max_rooms={self.max_rooms} rooms of >= 2.6 m per side cannot fit a {self.min_side_m} m footprint")
-        need(0 <= self.min_objects <= self.max_objects <= 60, f"need 0 <= min_objects <= max_objects <= 60, got {self.min_objects}, {self.max_objects}")
-        need(0.05 <= self.agent_radius <= 0.35, f"agent_radius must be in [0.05, 0.35] m (doors are 0.9-1.1 m wide), got {self.agent_radius}")
-        need(0.01 <= self.grid_resolution <= 0.1, f"grid_resolution must be in [0.01, 0.1] m, got {self.grid_resolution}")
-        need(0.3 <= self.camera_height <= 2.4, f"camera_height must be in [0.3, 2.4] m (ceiling at 2.6 m), got {self.camera_height}")
+        need(
+            self.max_rooms * 2.6**2 <= 0.9 * self.min_side_m**2,
+            f"max_rooms={self.max_rooms} rooms of >= 2.6 m per side cannot fit a {self.min_side_m} m footprint",
+        )
+        need(
+            0 <= self.min_objects <= self.max_objects <= 60,
+            f"need 0 <= min_objects <= max_objects <= 60, got {self.min_objects}, {self.max_objects}",
+        )
+        need(
+            0.05 <= self.agent_radius <= 0.35,
+            f"agent_radius must be in [0.05, 0.35] m (doors are 0.9-1.1 m wide), got {self.agent_radius}",
+        )
+        need(
+            0.01 <= self.grid_resolution <= 0.1, f"grid_resolution must be in [0.01, 0.1] m, got {self.grid_resolution}"
+        )
+        need(
+            0.3 <= self.camera_height <= 2.4,
+            f"camera_height must be in [0.3, 2.4] m (ceiling at 2.6 m), got {self.camera_height}",
+        )
         need(20.0 <= self.camera_fovy <= 150.0, f"camera_fovy must be in [20, 150] degrees, got {self.camera_fovy}")
-        need(-60.0 <= self.camera_pitch_deg <= 60.0, f"camera_pitch_deg must be in [-60, 60], got {self.camera_pitch_deg}")
-        need(16 <= self.width <= 2048 and 16 <= self.height <= 2048, f"image size must be in [16, 2048], got {self.width}x{self.height}")
-        need(0 < self.max_forward_m <= 1.0 and 0 <= self.max_left_m <= 1.0, f"need 0 < max_forward_m <= 1 and 0 <= max_left_m <= 1, got {self.max_forward_m}, {self.max_left_m}")
+        need(
+            -60.0 <= self.camera_pitch_deg <= 60.0,
+            f"camera_pitch_deg must be in [-60, 60], got {self.camera_pitch_deg}",
+        )
+        need(
+            16 <= self.width <= 2048 and 16 <= self.height <= 2048,
+            f"image size must be in [16, 2048], got {self.width}x{self.height}",
+        )
+        need(
+            0 < self.max_forward_m <= 1.0 and 0 <= self.max_left_m <= 1.0,
+            f"need 0 < max_forward_m <= 1 and 0 <= max_left_m <= 1, got {self.max_forward_m}, {self.max_left_m}",
+        )
         need(0 < self.max_turn_deg <= 180.0, f"max_turn_deg must be in (0, 180], got {self.max_turn_deg}")
-        need(self.success_radius_m > self.agent_radius + 0.2, f"success_radius_m={self.success_radius_m} is unreachable for agent_radius={self.agent_radius}")
-        need(0 < self.min_visible_fraction < 0.5, f"min_visible_fraction must be in (0, 0.5), got {self.min_visible_fraction}")
+        need(
+            self.success_radius_m > self.agent_radius + 0.2,
+            f"success_radius_m={self.success_radius_m} is unreachable for agent_radius={self.agent_radius}",
+        )
+        need(
+            0 < self.min_visible_fraction < 0.5,
+            f"min_visible_fraction must be in (0, 0.5), got {self.min_visible_fraction}",
+        )
         need(self.min_start_distance_m >= 0, f"min_start_distance_m must be >= 0, got {self.min_start_distance_m}")
 
     def scene_seeds(self) -> list[int]:
@@ -148,9 +188,30 @@ class HouseConfig:
 
 
 _KINDS: dict[str, type] = {
-    "split": str, "seed": int, "num_scenes": int, "num_trials": int, "max_steps": int, "min_rooms": int, "max_rooms": int,
-    "min_side_m": float, "max_side_m": float, "min_objects": int, "max_objects": int, "use_meshes": bool,
-    "agent_radius": float, "grid_resolution": float, "camera_height": float, "camera_fovy": float, "camera_pitch_deg": float,
-    "width": int, "height": int, "max_forward_m": float, "max_left_m": float, "max_turn_deg": float,
-    "success_radius_m": float, "min_visible_fraction": float, "min_start_distance_m": float, "render_map": bool,
+    "split": str,
+    "seed": int,
+    "num_scenes": int,
+    "num_trials": int,
+    "max_steps": int,
+    "min_rooms": int,
+    "max_rooms": int,
+    "min_side_m": float,
+    "max_side_m": float,
+    "min_objects": int,
+    "max_objects": int,
+    "use_meshes": bool,
+    "agent_radius": float,
+    "grid_resolution": float,
+    "camera_height": float,
+    "camera_fovy": float,
+    "camera_pitch_deg": float,
+    "width": int,
+    "height": int,
+    "max_forward_m": float,
+    "max_left_m": float,
+    "max_turn_deg": float,
+    "success_radius_m": float,
+    "min_visible_fraction": float,
+    "min_start_distance_m": float,
+    "render_map": bool,
 }

@@ -46,23 +46,36 @@ from .topdown import draw_route
 class HouseEnv(VLAEnv):
     metadata = {"render_modes": ["rgb_array"]}
 
-    def __init__(self, cfg: HouseConfig | dict | None = None, scene_seed: int | None = None, task: TaskInfo | None = None):
+    def __init__(
+        self, cfg: HouseConfig | dict | None = None, scene_seed: int | None = None, task: TaskInfo | None = None
+    ):
         super().__init__()
         self.cfg = cfg if isinstance(cfg, HouseConfig) else HouseConfig.from_dict(cfg)
         seed = scene_seed if scene_seed is not None else self.cfg.scene_seeds()[0]
         self.scene = HouseScene(seed, self.cfg)
-        self.task = task or TaskInfo(0, f"house_{seed}", "go to the named object (the target is set per trial; see env.instruction)", self.cfg.max_steps, self.cfg.num_trials)
+        self.task = task or TaskInfo(
+            0,
+            f"house_{seed}",
+            "go to the named object (the target is set per trial; see env.instruction)",
+            self.cfg.max_steps,
+            self.cfg.num_trials,
+        )
         self.max_episode_steps = self.cfg.max_steps
         self.render_mode = "rgb_array"
         c = self.cfg
-        self.action_space = gym.spaces.Box(low=np.array([-c.max_forward_m, -c.max_left_m, -c.max_turn_rad], dtype=np.float32),
-                                           high=np.array([c.max_forward_m, c.max_left_m, c.max_turn_rad], dtype=np.float32), dtype=np.float32)
-        self.observation_space = gym.spaces.Dict({
-            "rgb": gym.spaces.Box(0, 255, (c.height, c.width, 3), np.uint8),
-            "depth": gym.spaces.Box(0, np.inf, (c.height, c.width), np.float32),
-            "instance": gym.spaces.Box(0, np.iinfo(np.int32).max, (c.height, c.width), np.int32),
-            "state": gym.spaces.Box(-np.inf, np.inf, (3,), np.float64),
-        })
+        self.action_space = gym.spaces.Box(
+            low=np.array([-c.max_forward_m, -c.max_left_m, -c.max_turn_rad], dtype=np.float32),
+            high=np.array([c.max_forward_m, c.max_left_m, c.max_turn_rad], dtype=np.float32),
+            dtype=np.float32,
+        )
+        self.observation_space = gym.spaces.Dict(
+            {
+                "rgb": gym.spaces.Box(0, 255, (c.height, c.width, 3), np.uint8),
+                "depth": gym.spaces.Box(0, np.inf, (c.height, c.width), np.float32),
+                "instance": gym.spaces.Box(0, np.iinfo(np.int32).max, (c.height, c.width), np.int32),
+                "state": gym.spaces.Box(-np.inf, np.inf, (3,), np.float64),
+            }
+        )
         self.episode: Episode | None = None
         self.target_item: ItemSpec | None = None
         self.instruction = ""
@@ -75,7 +88,9 @@ class HouseEnv(VLAEnv):
 
     # ------------------------------------------------------------------------------------------
     # gymnasium API
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
         super().reset(seed=seed)
         options = dict(options or {})
         unknown = sorted(set(options) - {"trial", "target", "start"})
@@ -89,7 +104,9 @@ class HouseEnv(VLAEnv):
             try:
                 target = self.scene.spec.item(options["target"])
             except KeyError:
-                raise ValueError(f"unknown target object {options['target']!r}; objects: {sorted(it.id for it in self.scene.spec.items)}") from None
+                raise ValueError(
+                    f"unknown target object {options['target']!r}; objects: {sorted(it.id for it in self.scene.spec.items)}"
+                ) from None
         self.episode = make_episode(self.scene, int(trial), target=target, start=options.get("start"))
         self.target_item = self.scene.spec.item(self.episode.target_id)
         self.instruction = self.episode.instruction
@@ -119,10 +136,22 @@ class HouseEnv(VLAEnv):
         frac = visible_fraction(frame.instance, self.episode.instance_id)
         dist = target_distance(self.target_item, self._pose)
         success = dist <= self.cfg.success_radius_m and frac >= self.cfg.min_visible_fraction
-        info = {"success": bool(success), "blocked": bool(blocked), "target": self.episode.target_id,
-                "target_distance_m": dist, "target_visible_fraction": frac, "geodesic_start_m": self.episode.geodesic_m}
+        info = {
+            "success": bool(success),
+            "blocked": bool(blocked),
+            "target": self.episode.target_id,
+            "target_distance_m": dist,
+            "target_visible_fraction": frac,
+            "geodesic_start_m": self.episode.geodesic_m,
+        }
         self._last_info = info
-        obs = Observation(cameras={"ego": frame}, state=self.odom_pose(), instruction=self.instruction, step=self._step, extra={"blocked": bool(blocked)})
+        obs = Observation(
+            cameras={"ego": frame},
+            state=self.odom_pose(),
+            instruction=self.instruction,
+            step=self._step,
+            extra={"blocked": bool(blocked)},
+        )
         return obs, info
 
     def render(self) -> np.ndarray:
@@ -136,7 +165,9 @@ class HouseEnv(VLAEnv):
         draw_route(top, self.scene.frame, np.array(self._trajectory)[:, :2], agent_pose=self._pose)
         h = top.shape[0]
         w = int(round(ego.shape[1] * h / ego.shape[0]))
-        ego_big = cv2.resize(ego, (w, h), interpolation=cv2.INTER_NEAREST if h % ego.shape[0] == 0 else cv2.INTER_LINEAR)
+        ego_big = cv2.resize(
+            ego, (w, h), interpolation=cv2.INTER_NEAREST if h % ego.shape[0] == 0 else cv2.INTER_LINEAR
+        )
         return np.concatenate([ego_big, top], axis=1)
 
     def video_frame(self, episode: Any = None) -> np.ndarray:
@@ -188,7 +219,12 @@ class HouseEnv(VLAEnv):
     # GST question generation
     def exploration_route(self, start: np.ndarray | None = None, look_around: bool = True) -> ExplorationRoute:
         """Coverage route through every room from ``start`` (world pose; default the agent's current pose)."""
-        return plan_route(self.scene, self._pose if start is None else np.asarray(start, dtype=np.float64), Limits.from_config(self.cfg), look_around)
+        return plan_route(
+            self.scene,
+            self._pose if start is None else np.asarray(start, dtype=np.float64),
+            Limits.from_config(self.cfg),
+            look_around,
+        )
 
     def render_pose(self, pose_world: np.ndarray, step: int = 0) -> CameraFrame:
         """The ego frame at any world pose, its pose in this episode's odometry frame (the agent does not move)."""
@@ -202,7 +238,9 @@ class HouseEnv(VLAEnv):
         first = route.start if isinstance(route, Clip) else 0
         return [self.render_pose(p, step=first + k) for k, p in enumerate(route.poses) if k % stride == 0]
 
-    def clips(self, route: ExplorationRoute, num: int, length: int = 16, min_travel_m: float = 1.5, seed: int = 0) -> list[Clip]:
+    def clips(
+        self, route: ExplorationRoute, num: int, length: int = 16, min_travel_m: float = 1.5, seed: int = 0
+    ) -> list[Clip]:
         return sample_clips(route, num, length, min_travel_m, seed)
 
     def heading_to(self, xy: np.ndarray) -> float:

@@ -82,7 +82,9 @@ def _look_around(pose: np.ndarray, limits: Limits) -> list[np.ndarray]:
     return [np.array([0.0, 0.0, 2 * math.pi / n]) for _ in range(n)]
 
 
-def plan_route(scene: HouseScene, start: np.ndarray, limits: Limits, look_around: bool = True, max_steps: int = 5000) -> ExplorationRoute:
+def plan_route(
+    scene: HouseScene, start: np.ndarray, limits: Limits, look_around: bool = True, max_steps: int = 5000
+) -> ExplorationRoute:
     """The exploration route from a world start pose through every room of the scene."""
     pose = np.asarray(start, dtype=np.float64).reshape(3).copy()
     if not scene.grid.is_free(pose[:2]):
@@ -128,7 +130,11 @@ def plan_route(scene: HouseScene, start: np.ndarray, limits: Limits, look_around
             views.append(len(poses) - 1)
             # start the look-around facing the room's centre, for a nicer video
             centre = scene.spec.room(room).center
-            target_yaw = math.atan2(centre[1] - pose[1], centre[0] - pose[0]) if np.hypot(*(centre - pose[:2])) > 0.3 else pose[2]
+            target_yaw = (
+                math.atan2(centre[1] - pose[1], centre[0] - pose[0])
+                if np.hypot(*(centre - pose[:2])) > 0.3
+                else pose[2]
+            )
             for _ in range(8):
                 a = turn_towards(pose, target_yaw, limits)
                 if abs(a[2]) < 1e-9:
@@ -140,8 +146,9 @@ def plan_route(scene: HouseScene, start: np.ndarray, limits: Limits, look_around
     return ExplorationRoute(P, np.array(actions).reshape(-1, 3), tuple(views), tuple(scene.room_of(p[:2]) for p in P))
 
 
-def sample_clips(route: ExplorationRoute, num: int, length: int = 16, min_travel_m: float = 1.5, seed: int = 0,
-                 overlap: bool = False) -> list[Clip]:
+def sample_clips(
+    route: ExplorationRoute, num: int, length: int = 16, min_travel_m: float = 1.5, seed: int = 0, overlap: bool = False
+) -> list[Clip]:
     """Up to ``num`` windows of ``length`` poses that travel at least ``min_travel_m`` (deterministic per seed)."""
     if length < 2:
         raise ValueError(f"clip length must be >= 2, got {length}")
@@ -157,5 +164,5 @@ def sample_clips(route: ExplorationRoute, num: int, length: int = 16, min_travel
             break
         if not overlap and any(s < c.end and c.start < s + length for c in taken):
             continue
-        taken.append(Clip(s, s + length, route.poses[s:s + length].copy()))
+        taken.append(Clip(s, s + length, route.poses[s : s + length].copy()))
     return sorted(taken, key=lambda c: c.start)

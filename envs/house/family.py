@@ -24,8 +24,12 @@ class HouseFamily:
 
     def tasks(self, cfg: dict[str, Any]) -> list[TaskInfo]:
         c = HouseConfig.from_dict(cfg)
-        return [TaskInfo(task_id=i, name=f"house_{s}", instruction=INSTRUCTION, max_steps=c.max_steps, num_trials=c.num_trials)
-                for i, s in enumerate(c.scene_seeds())]
+        return [
+            TaskInfo(
+                task_id=i, name=f"house_{s}", instruction=INSTRUCTION, max_steps=c.max_steps, num_trials=c.num_trials
+            )
+            for i, s in enumerate(c.scene_seeds())
+        ]
 
     def make(self, cfg: dict[str, Any], task_id: int):
         from .env import HouseEnv  # imports MuJoCo; keep `tasks()` light

@@ -208,9 +208,13 @@ class HouseSpec:
         return [w.rect() for w in self.walls] + [it.rect() for it in self.furniture]
 
     def navgrid(self, agent_radius: float | None = None, resolution: float | None = None):
-        return build_navgrid(self.bounds, [r.rect for r in self.rooms], self.obstacle_rects(),
-                             self.params.agent_radius if agent_radius is None else agent_radius,
-                             self.params.grid_resolution if resolution is None else resolution)
+        return build_navgrid(
+            self.bounds,
+            [r.rect for r in self.rooms],
+            self.obstacle_rects(),
+            self.params.agent_radius if agent_radius is None else agent_radius,
+            self.params.grid_resolution if resolution is None else resolution,
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -289,12 +293,12 @@ def _bsp(rng: np.random.Generator, W: float, H: float, n: int) -> list[Rect]:
 def _shared(a: Rect, b: Rect) -> tuple[bool, float, float, float] | None:
     """(vertical, line coordinate, lo, hi) of the wall two rooms share, or None."""
     eps = 1e-6
-    for (xa, xb) in ((a[2], b[0]), (b[2], a[0])):
+    for xa, xb in ((a[2], b[0]), (b[2], a[0])):
         if abs(xa - xb) < eps:
             lo, hi = max(a[1], b[1]), min(a[3], b[3])
             if hi - lo > eps:
                 return True, xa, lo, hi
-    for (ya, yb) in ((a[3], b[1]), (b[3], a[1])):
+    for ya, yb in ((a[3], b[1]), (b[3], a[1])):
         if abs(ya - yb) < eps:
             lo, hi = max(a[0], b[0]), min(a[2], b[2])
             if hi - lo > eps:
@@ -326,7 +330,9 @@ def _door_edges(rects: list[Rect], max_door: float) -> list[tuple[int, int, tupl
     return out
 
 
-def _drop_corner_room(rng: np.random.Generator, rects: list[Rect], W: float, H: float, min_rooms: int, max_door: float) -> list[Rect]:
+def _drop_corner_room(
+    rng: np.random.Generator, rects: list[Rect], W: float, H: float, min_rooms: int, max_door: float
+) -> list[Rect]:
     if len(rects) <= min_rooms or rng.random() >= 0.35:
         return rects
     corners = []
@@ -350,7 +356,9 @@ def _room_types(rng: np.random.Generator, rects: list[Rect]) -> list[str]:
     types[order[0]] = "living_room"
     types[order[-1]] = "bathroom"
     middle = order[1:-1]
-    pool = ["kitchen", "bedroom"] + list(rng.choice(["bedroom", "office", "dining_room", "bathroom", "bedroom", "office"], size=max(0, len(middle) - 2)))
+    pool = ["kitchen", "bedroom"] + list(
+        rng.choice(["bedroom", "office", "dining_room", "bathroom", "bedroom", "office"], size=max(0, len(middle) - 2))
+    )
     pool = pool[: len(middle)]
     perm = rng.permutation(len(middle))
     for k, p in zip(middle, perm):
@@ -368,7 +376,9 @@ def _name_rooms(types: list[str]) -> list[str]:
     return names
 
 
-def _doors(rng: np.random.Generator, rects: list[Rect], types: list[str], names: list[str], widths: tuple[float, float]) -> list[Door]:
+def _doors(
+    rng: np.random.Generator, rects: list[Rect], types: list[str], names: list[str], widths: tuple[float, float]
+) -> list[Door]:
     edges = _door_edges(rects, widths[1])
     order = rng.permutation(len(edges))
     parent = list(range(len(rects)))
@@ -402,7 +412,12 @@ def _walls(rects: list[Rect], doors: list[Door]) -> list[WallSpec]:
     pieces: list[tuple[bool, float, float, float]] = []  # vertical, line, lo, hi
     # exterior: each room side minus what it shares with other rooms
     for k, r in enumerate(rects):
-        sides = [(True, r[0], r[1], r[3]), (True, r[2], r[1], r[3]), (False, r[1], r[0], r[2]), (False, r[3], r[0], r[2])]
+        sides = [
+            (True, r[0], r[1], r[3]),
+            (True, r[2], r[1], r[3]),
+            (False, r[1], r[0], r[2]),
+            (False, r[3], r[0], r[2]),
+        ]
         for vertical, c, lo, hi in sides:
             free = [(lo, hi)]
             for m, o in enumerate(rects):
@@ -503,11 +518,15 @@ def _wall_candidate(rng: np.random.Generator, kind: Kind, room: RoomSpec, interi
     if side == 0:  # west wall, facing +x
         if y1 - y0 < dy:
             return None
-        return _Placed(kind, room.name, x0 + dx / 2, float(rng.uniform(y0 + dy / 2, y1 - dy / 2)), 0.0, 0.0, size, False)
+        return _Placed(
+            kind, room.name, x0 + dx / 2, float(rng.uniform(y0 + dy / 2, y1 - dy / 2)), 0.0, 0.0, size, False
+        )
     if side == 1:  # east wall, facing -x
         if y1 - y0 < dy:
             return None
-        return _Placed(kind, room.name, x1 - dx / 2, float(rng.uniform(y0 + dy / 2, y1 - dy / 2)), 0.0, math.pi, size, False)
+        return _Placed(
+            kind, room.name, x1 - dx / 2, float(rng.uniform(y0 + dy / 2, y1 - dy / 2)), 0.0, math.pi, size, False
+        )
     if x1 - x0 < dy:
         return None
     x = float(rng.uniform(x0 + dy / 2, x1 - dy / 2))
@@ -528,7 +547,9 @@ def _corner_candidate(rng: np.random.Generator, kind: Kind, room: RoomSpec, inte
     return _Placed(kind, room.name, x, y, 0.0, yaw, size, False)
 
 
-def _related_candidates(rng: np.random.Generator, kind: Kind, room: RoomSpec, size, anchor: _Placed, relation: str) -> list[_Placed]:
+def _related_candidates(
+    rng: np.random.Generator, kind: Kind, room: RoomSpec, size, anchor: _Placed, relation: str
+) -> list[_Placed]:
     dx, dy, _ = size
     a_dx, a_dy, _ = anchor.size
     base = np.array([anchor.x, anchor.y])
@@ -585,7 +606,18 @@ def _furnish_room(rng: np.random.Generator, room: RoomSpec, doors: list[Door]) -
                 if x1 - x0 < 2 * m + r[2] - r[0] or y1 - y0 < 2 * m + r[3] - r[1]:
                     cands = []
                 else:
-                    cands = [_Placed(kind, room.name, float(rng.uniform(x0 + m + r[2], x1 - m - r[2])), float(rng.uniform(y0 + m + r[3], y1 - m - r[3])), 0.0, yaw, size, False)]
+                    cands = [
+                        _Placed(
+                            kind,
+                            room.name,
+                            float(rng.uniform(x0 + m + r[2], x1 - m - r[2])),
+                            float(rng.uniform(y0 + m + r[3], y1 - m - r[3])),
+                            0.0,
+                            yaw,
+                            size,
+                            False,
+                        )
+                    ]
             else:
                 cands = _related_candidates(rng, kind, room, size, anchors[int(rng.integers(len(anchors)))], rel)
             ok = [c for c in cands if c is not None and _fits(c, interior, zones, placed)]
@@ -608,8 +640,16 @@ def _furnish_room(rng: np.random.Generator, room: RoomSpec, doors: list[Door]) -
     return placed
 
 
-def _connected_rooms(rooms: list[RoomSpec], walls: list[WallSpec], furniture: list[_Placed], params: GenParams, bounds: Rect) -> bool:
-    grid = build_navgrid(bounds, [r.rect for r in rooms], [w.rect() for w in walls] + [p.rect for p in furniture], params.agent_radius, params.grid_resolution)
+def _connected_rooms(
+    rooms: list[RoomSpec], walls: list[WallSpec], furniture: list[_Placed], params: GenParams, bounds: Rect
+) -> bool:
+    grid = build_navgrid(
+        bounds,
+        [r.rect for r in rooms],
+        [w.rect() for w in walls] + [p.rect for p in furniture],
+        params.agent_radius,
+        params.grid_resolution,
+    )
     labels, _ = ndimage.label(grid.free, structure=np.ones((3, 3), dtype=bool))
     counts = np.bincount(labels.ravel())
     counts[0] = 0
@@ -619,7 +659,7 @@ def _connected_rooms(rooms: list[RoomSpec], walls: list[WallSpec], furniture: li
         x0, y0, x1, y1 = r.rect
         rc0 = grid.world_to_cell(np.array([x0, y0]))
         rc1 = grid.world_to_cell(np.array([x1, y1]))
-        sub = labels[max(rc0[0], 0): rc1[0] + 1, max(rc0[1], 0): rc1[1] + 1]
+        sub = labels[max(rc0[0], 0) : rc1[0] + 1, max(rc0[1], 0) : rc1[1] + 1]
         if np.count_nonzero(sub == main) < need:
             return False
     return True
@@ -629,7 +669,9 @@ def _connected_rooms(rooms: list[RoomSpec], walls: list[WallSpec], furniture: li
 # small objects
 
 
-def _place_objects(rng: np.random.Generator, supports: list[tuple[int, _Placed]], n: int, room_types: dict[str, str]) -> list[tuple[_Placed, int]]:
+def _place_objects(
+    rng: np.random.Generator, supports: list[tuple[int, _Placed]], n: int, room_types: dict[str, str]
+) -> list[tuple[_Placed, int]]:
     """(object, index of its support) for up to n small objects."""
     if not supports:
         return []
@@ -687,15 +729,22 @@ def generate_house(seed: int, params: GenParams | None = None) -> HouseSpec:
         H = _snap(float(rng.uniform(params.min_side_m, params.max_side_m)), 0.1)
         n = int(rng.integers(params.min_rooms, params.max_rooms + 1))
         rects = _bsp(rng, W, H, n)
-        if len(rects) < params.min_rooms or not _connected(len(rects), [(i, j) for i, j, _ in _door_edges(rects, params.door_width[1])]):
+        if len(rects) < params.min_rooms or not _connected(
+            len(rects), [(i, j) for i, j, _ in _door_edges(rects, params.door_width[1])]
+        ):
             continue
         rects = _drop_corner_room(rng, rects, W, H, params.min_rooms, params.door_width[1])
         break
     else:
-        raise ValueError(f"cannot lay out {params.min_rooms}-{params.max_rooms} rooms in a {params.min_side_m}-{params.max_side_m} m footprint")
+        raise ValueError(
+            f"cannot lay out {params.min_rooms}-{params.max_rooms} rooms in a {params.min_side_m}-{params.max_side_m} m footprint"
+        )
     types = _room_types(rng, rects)
     names = _name_rooms(types)
-    rooms = [RoomSpec(nm, t, r, catalog.FLOOR_COLOURS[t][int(rng.integers(len(catalog.FLOOR_COLOURS[t])))]) for nm, t, r in zip(names, types, rects)]
+    rooms = [
+        RoomSpec(nm, t, r, catalog.FLOOR_COLOURS[t][int(rng.integers(len(catalog.FLOOR_COLOURS[t])))])
+        for nm, t, r in zip(names, types, rects)
+    ]
     doors = _doors(rng, rects, types, names, params.door_width)
     walls = _walls(rects, doors)
     bounds = (0.0, 0.0, W, H)
@@ -726,10 +775,36 @@ def generate_house(seed: int, params: GenParams | None = None) -> HouseSpec:
     for k, p in enumerate(furniture):
         iid = new_id(p.kind.category)
         fid[k] = iid
-        items.append(ItemSpec(iid, p.kind.category, len(items) + 1, "furniture", p.room, (p.x, p.y, 0.0), p.yaw, p.size,
-                              tuple(p.kind.parts(*p.size, params.use_meshes)), None, p.kind.support))
+        items.append(
+            ItemSpec(
+                iid,
+                p.kind.category,
+                len(items) + 1,
+                "furniture",
+                p.room,
+                (p.x, p.y, 0.0),
+                p.yaw,
+                p.size,
+                tuple(p.kind.parts(*p.size, params.use_meshes)),
+                None,
+                p.kind.support,
+            )
+        )
     for p, k in objects:
-        items.append(ItemSpec(new_id(p.kind.category), p.kind.category, len(items) + 1, "object", p.room, (p.x, p.y, p.z), p.yaw, p.size,
-                              tuple(p.kind.parts(*p.size, params.use_meshes)), fid[k], False))
+        items.append(
+            ItemSpec(
+                new_id(p.kind.category),
+                p.kind.category,
+                len(items) + 1,
+                "object",
+                p.room,
+                (p.x, p.y, p.z),
+                p.yaw,
+                p.size,
+                tuple(p.kind.parts(*p.size, params.use_meshes)),
+                fid[k],
+                False,
+            )
+        )
     wall_rgba = catalog.WALL_COLOURS[int(rng.integers(len(catalog.WALL_COLOURS)))]
     return HouseSpec(int(seed), params, (W, H), tuple(rooms), tuple(doors), tuple(walls), tuple(items), wall_rgba)

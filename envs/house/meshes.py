@@ -26,7 +26,9 @@ def read_msh(path: Path) -> tuple[np.ndarray, np.ndarray]:
     nv, nn, nt, nf = (int(x) for x in np.frombuffer(raw[:16], dtype=np.int32))
     expected = 16 + 12 * nv + 12 * nn + 8 * nt + 12 * nf
     if min(nv, nn, nt, nf) < 0 or len(raw) != expected:
-        raise ValueError(f"{path}: .msh header ({nv}, {nn}, {nt}, {nf}) does not match its size {len(raw)} (expected {expected})")
+        raise ValueError(
+            f"{path}: .msh header ({nv}, {nn}, {nt}, {nf}) does not match its size {len(raw)} (expected {expected})"
+        )
     off = 16
     v = np.frombuffer(raw, dtype=np.float32, count=3 * nv, offset=off).reshape(-1, 3).astype(np.float64)
     off += 12 * nv + 12 * nn + 8 * nt

@@ -81,15 +81,23 @@ def build_xml(spec: HouseSpec, camera: CameraSpec, topdown: TopDownFrame, use_me
     geoms: list[str] = []
     W, H = spec.size
     # ground (outside, white and unlit so the top-down background is white)
-    geoms.append(f'<geom name="ground" type="box" size="{_f(W + 50, H + 50, 0.01)}" pos="{_f(W / 2, H / 2, -0.06)}" material="ground" group="{GROUP_GROUND}"/>')
+    geoms.append(
+        f'<geom name="ground" type="box" size="{_f(W + 50, H + 50, 0.01)}" pos="{_f(W / 2, H / 2, -0.06)}" material="ground" group="{GROUP_GROUND}"/>'
+    )
     for k, room in enumerate(spec.rooms):
         x0, y0, x1, y1 = room.rect
-        geoms.append(f'<geom name="floor_{k}" type="box" size="{_f((x1 - x0) / 2, (y1 - y0) / 2, 0.01)}" pos="{_f((x0 + x1) / 2, (y0 + y1) / 2, -0.01)}" '
-                     f'material="{mat(room.floor_rgba)}" group="{GROUP_STRUCTURE}"/>')
-        geoms.append(f'<geom name="ceiling_{k}" type="box" size="{_f((x1 - x0) / 2 + 0.06, (y1 - y0) / 2 + 0.06, 0.02)}" '
-                     f'pos="{_f((x0 + x1) / 2, (y0 + y1) / 2, WALL_HEIGHT + 0.02)}" material="ceiling" group="{GROUP_CEILING}"/>')
+        geoms.append(
+            f'<geom name="floor_{k}" type="box" size="{_f((x1 - x0) / 2, (y1 - y0) / 2, 0.01)}" pos="{_f((x0 + x1) / 2, (y0 + y1) / 2, -0.01)}" '
+            f'material="{mat(room.floor_rgba)}" group="{GROUP_STRUCTURE}"/>'
+        )
+        geoms.append(
+            f'<geom name="ceiling_{k}" type="box" size="{_f((x1 - x0) / 2 + 0.06, (y1 - y0) / 2 + 0.06, 0.02)}" '
+            f'pos="{_f((x0 + x1) / 2, (y0 + y1) / 2, WALL_HEIGHT + 0.02)}" material="ceiling" group="{GROUP_CEILING}"/>'
+        )
     for k, w in enumerate(spec.walls):
-        geoms.append(f'<geom name="wall_{k}" type="box" size="{_f(*(np.array(w.size) / 2))}" pos="{_f(*w.center)}" material="{mat(spec.wall_rgba)}" group="{GROUP_STRUCTURE}"/>')
+        geoms.append(
+            f'<geom name="wall_{k}" type="box" size="{_f(*(np.array(w.size) / 2))}" pos="{_f(*w.center)}" material="{mat(spec.wall_rgba)}" group="{GROUP_STRUCTURE}"/>'
+        )
     for it in spec.items:
         P = np.array(it.position)
         for j, part in enumerate(it.parts):
@@ -98,7 +106,9 @@ def build_xml(spec: HouseSpec, camera: CameraSpec, topdown: TopDownFrame, use_me
             if part.shape == "mesh":
                 if assets_dir is None:  # meshes unavailable: the part's box stands in
                     pos = P + _rot(it.yaw, part.pos)
-                    geoms.append(f'<geom name="{name}" type="box" size="{_f(*part.size)}" pos="{_f(*pos)}" quat="{_f(*_quat_z(it.yaw))}" material="{m}" group="{GROUP_ITEMS}"/>')
+                    geoms.append(
+                        f'<geom name="{name}" type="box" size="{_f(*part.size)}" pos="{_f(*pos)}" quat="{_f(*_quat_z(it.yaw))}" material="{m}" group="{GROUP_ITEMS}"/>'
+                    )
                     continue
                 g = MESHES[part.mesh]
                 lo, hi = np.array(g.lo), np.array(g.hi)
@@ -116,20 +126,29 @@ def build_xml(spec: HouseSpec, camera: CameraSpec, topdown: TopDownFrame, use_me
                     mesh_names[key] = f"mesh{len(mesh_names)}"
                     verts, faces = mesh_xml_arrays(part.mesh, key[1])
                     meshes.append(f'<mesh name="{mesh_names[key]}" vertex="{verts}" face="{faces}"/>')
-                geoms.append(f'<geom name="{name}" type="mesh" mesh="{mesh_names[key]}" pos="{_f(*pos)}" quat="{q}" material="{m}" group="{GROUP_ITEMS}"/>')
+                geoms.append(
+                    f'<geom name="{name}" type="mesh" mesh="{mesh_names[key]}" pos="{_f(*pos)}" quat="{q}" material="{m}" group="{GROUP_ITEMS}"/>'
+                )
                 continue
             pos = P + _rot(it.yaw, part.pos)
-            geoms.append(f'<geom name="{name}" type="{part.shape}" size="{_f(*part.size)}" pos="{_f(*pos)}" quat="{_f(*_quat_z(it.yaw))}" material="{m}" group="{GROUP_ITEMS}"/>')
+            geoms.append(
+                f'<geom name="{name}" type="{part.shape}" size="{_f(*part.size)}" pos="{_f(*pos)}" quat="{_f(*_quat_z(it.yaw))}" material="{m}" group="{GROUP_ITEMS}"/>'
+            )
     lights = []
     # OpenGL's fixed pipeline lights 8 sources (the headlight is one): the 7 largest rooms get a lamp
     lit = sorted(range(len(spec.rooms)), key=lambda k: -spec.rooms[k].area)[:MAX_ROOM_LIGHTS]
     for k in sorted(lit):
         room = spec.rooms[k]
         c = room.center
-        lights.append(f'<light name="light_{k}" pos="{_f(c[0], c[1], WALL_HEIGHT - 0.05)}" dir="0 0 -1" directional="false" castshadow="false" '
-                      f'diffuse="0.26 0.26 0.25" specular="0 0 0" attenuation="1 0 0" cutoff="85" exponent="1"/>')
+        lights.append(
+            f'<light name="light_{k}" pos="{_f(c[0], c[1], WALL_HEIGHT - 0.05)}" dir="0 0 -1" directional="false" castshadow="false" '
+            f'diffuse="0.26 0.26 0.25" specular="0 0 0" attenuation="1 0 0" cutoff="85" exponent="1"/>'
+        )
     x0, y0, x1, y1 = topdown.bounds
-    mat_xml = "".join(f'<material name="{n}" rgba="{_f(*k)}" specular="0.05" shininess="0.1" reflectance="0"/>' for k, n in materials.items())
+    mat_xml = "".join(
+        f'<material name="{n}" rgba="{_f(*k)}" specular="0.05" shininess="0.1" reflectance="0"/>'
+        for k, n in materials.items()
+    )
     offw = max(camera.width, topdown.width)
     offh = max(camera.height, topdown.height)
     return f"""<mujoco model="house_{spec.seed}">

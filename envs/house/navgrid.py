@@ -36,11 +36,14 @@ def grid_shape(bounds: Rect, resolution: float, margin: float) -> tuple[float, f
     return x0, y0, h, w
 
 
-def rect_cells(rect: Rect, x0: float, y0: float, res: float, shape: tuple[int, int], touching: bool) -> tuple[slice, slice]:
+def rect_cells(
+    rect: Rect, x0: float, y0: float, res: float, shape: tuple[int, int], touching: bool
+) -> tuple[slice, slice]:
     """Row/col slices of the cells a world rectangle covers.
 
     touching=True: every cell that overlaps the rectangle; False: cells whose centre is inside it.
     """
+
     # cell c spans [c, c + 1] in continuous cell units u = (x - x0) / res; its centre is c + 0.5
     def span(a: float, b: float, origin: float) -> tuple[int, int]:
         ua, ub = (a - origin) / res, (b - origin) / res
@@ -54,7 +57,14 @@ def rect_cells(rect: Rect, x0: float, y0: float, res: float, shape: tuple[int, i
     return slice(max(r0, 0), min(r1, h)), slice(max(c0, 0), min(c1, w))
 
 
-def build_navgrid(bounds: Rect, room_rects: list[Rect], obstacles: list[Rect], agent_radius: float, resolution: float, margin: float = 0.5) -> NavGrid:
+def build_navgrid(
+    bounds: Rect,
+    room_rects: list[Rect],
+    obstacles: list[Rect],
+    agent_radius: float,
+    resolution: float,
+    margin: float = 0.5,
+) -> NavGrid:
     """Free cells for an agent of ``agent_radius`` inside the rooms, away from the obstacle rectangles."""
     x0, y0, h, w = grid_shape(bounds, resolution, margin)
     inside = np.zeros((h, w), dtype=bool)
@@ -145,10 +155,10 @@ class Planner:
             r0, r1 = max(0, -dr), h - max(0, dr)
             c0, c1 = max(0, -dc), w - max(0, dc)
             a = free[r0:r1, c0:c1]
-            b = free[r0 + dr:r1 + dr, c0 + dc:c1 + dc]
+            b = free[r0 + dr : r1 + dr, c0 + dc : c1 + dc]
             ok = a & b
             if dr and dc:  # diagonal: both orthogonal neighbours must be free too
-                ok &= free[r0 + dr:r1 + dr, c0:c1] & free[r0:r1, c0 + dc:c1 + dc]
+                ok &= free[r0 + dr : r1 + dr, c0:c1] & free[r0:r1, c0 + dc : c1 + dc]
             rr, cc = np.nonzero(ok)
             rr, cc = rr + r0, cc + c0
             rows.append(self._index[rr, cc])
@@ -156,7 +166,9 @@ class Planner:
             wts.append(np.full(len(rr), math.hypot(dr, dc)))
         r, c, wt = np.concatenate(rows), np.concatenate(cols), np.concatenate(wts)
         n = len(self._cells)
-        self._graph = csr_matrix((np.concatenate([wt, wt]), (np.concatenate([r, c]), np.concatenate([c, r]))), shape=(n, n))
+        self._graph = csr_matrix(
+            (np.concatenate([wt, wt]), (np.concatenate([r, c]), np.concatenate([c, r]))), shape=(n, n)
+        )
 
     # ------------------------------------------------------------------------------------------
     def cell_of(self, xy: np.ndarray) -> tuple[int, int]:

@@ -129,7 +129,9 @@ class HouseRenderer:
         """(rgb uint8 HxWx3 or None, depth float32 HxW metres (inf = nothing), instance int32 HxW) of the ego camera."""
         self._ensure()
         self._gl.make_current()
-        mujoco.mjv_updateScene(self.model, data, self._opt_ego, None, self._cam_ego, mujoco.mjtCatBit.mjCAT_ALL, self._scene)
+        mujoco.mjv_updateScene(
+            self.model, data, self._opt_ego, None, self._cam_ego, mujoco.mjtCatBit.mjCAT_ALL, self._scene
+        )
         rgb = None
         if want_rgb:
             rgb, _ = self._render(data, self._opt_ego, self._cam_ego, self.ego_size, segment=False, want_depth=False)
@@ -147,7 +149,9 @@ class HouseRenderer:
         """(rgb uint8, geom id int32 (-1 = none)) of the orthographic top-down camera, ceiling left out."""
         self._ensure()
         self._gl.make_current()
-        mujoco.mjv_updateScene(self.model, data, self._opt_top, None, self._cam_top, mujoco.mjtCatBit.mjCAT_ALL, self._scene)
+        mujoco.mjv_updateScene(
+            self.model, data, self._opt_top, None, self._cam_top, mujoco.mjtCatBit.mjCAT_ALL, self._scene
+        )
         rgb, _ = self._render(data, self._opt_top, self._cam_top, self.topdown_size, segment=False, want_depth=False)
         seg, _ = self._render(data, self._opt_top, self._cam_top, self.topdown_size, segment=True, want_depth=False)
         segid = seg[::-1].astype(np.int32)

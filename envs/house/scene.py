@@ -44,20 +44,29 @@ class HouseScene:
         self.seed = int(seed)
         use_meshes = self.cfg.use_meshes
         if use_meshes and libero_assets_dir() is None:
-            warnings.warn("LIBERO's mesh assets are missing: the house env uses boxes and cylinders instead (run `make setup`)", stacklevel=2)
+            warnings.warn(
+                "LIBERO's mesh assets are missing: the house env uses boxes and cylinders instead (run `make setup`)",
+                stacklevel=2,
+            )
             use_meshes = False
         params = GenParams.from_config(self.cfg)
         self.spec: HouseSpec = generate_house(self.seed, params)
         self.use_meshes = use_meshes
         self.frame: TopDownFrame = scene_frame(self.spec)
-        self.camera = CameraSpec(self.cfg.width, self.cfg.height, self.cfg.camera_fovy, self.cfg.camera_height, self.cfg.camera_pitch_deg)
+        self.camera = CameraSpec(
+            self.cfg.width, self.cfg.height, self.cfg.camera_fovy, self.cfg.camera_height, self.cfg.camera_pitch_deg
+        )
         self.compiled: CompiledHouse = compile_house(self.spec, self.camera, self.frame, use_meshes)
         self.model = self.compiled.model
         self.data = mujoco.MjData(self.model)
         mujoco.mj_kinematics(self.model, self.data)
-        mujoco.mj_camlight(self.model, self.data)  # camera and light poses: the top-down render needs them before any reset
+        mujoco.mj_camlight(
+            self.model, self.data
+        )  # camera and light poses: the top-down render needs them before any reset
         self.K = intrinsics_from_fovy(self.cfg.camera_fovy, self.cfg.width, self.cfg.height)
-        self.renderer = HouseRenderer(self.compiled, self.cfg.width, self.cfg.height, self.frame.width, self.frame.height)
+        self.renderer = HouseRenderer(
+            self.compiled, self.cfg.width, self.cfg.height, self.frame.width, self.frame.height
+        )
         self._pose: np.ndarray | None = None
         self._topdown_cache: dict[str, np.ndarray] = {}
         self.labels: dict[int, str] = {it.instance_id: it.category for it in self.spec.items}
@@ -121,7 +130,9 @@ class HouseScene:
             T = np.linalg.inv(T_world_odom) @ T
         ids = np.flatnonzero(np.bincount(inst.ravel()))
         labels = {int(i): self.labels[int(i)] for i in ids if i > 0}
-        return CameraFrame(rgb=rgb, depth=depth, K=self.K.copy(), T_world_cam=T, instance=inst, labels=labels, step=step)
+        return CameraFrame(
+            rgb=rgb, depth=depth, K=self.K.copy(), T_world_cam=T, instance=inst, labels=labels, step=step
+        )
 
     def close(self) -> None:
         self.renderer.close()
@@ -137,8 +148,15 @@ class HouseScene:
         geomid = np.array([-1], dtype=np.int32)
         groups = np.zeros(6, dtype=np.uint8)
         groups[GROUP_STRUCTURE] = groups[GROUP_ITEMS] = 1
-        d = mujoco.mj_ray(self.model, self.data, np.asarray(p_from, dtype=np.float64), vec / length, groups, 1, -1, geomid)
-        return d >= 0 and d <= length + 1e-3 and geomid[0] >= 0 and int(self.compiled.geom_instance[geomid[0]]) == instance_id
+        d = mujoco.mj_ray(
+            self.model, self.data, np.asarray(p_from, dtype=np.float64), vec / length, groups, 1, -1, geomid
+        )
+        return (
+            d >= 0
+            and d <= length + 1e-3
+            and geomid[0] >= 0
+            and int(self.compiled.geom_instance[geomid[0]]) == instance_id
+        )
 
     def item_sample_points(self, item: ItemSpec) -> np.ndarray:
         """A few points inside the item's box (centre, upper centre, upper corners pulled inwards, side midpoints)."""
@@ -146,7 +164,11 @@ class HouseScene:
         if pts is None:
             box = item.box()
             half = np.asarray(box.size) / 2
-            local = [(0, 0, 0), (0, 0, 0.7)] + [(sx * 0.5, sy * 0.5, 0.7) for sx in (-1, 1) for sy in (-1, 1)] + [(sx * 0.6, 0, 0.0) for sx in (-1, 1)]
+            local = (
+                [(0, 0, 0), (0, 0, 0.7)]
+                + [(sx * 0.5, sy * 0.5, 0.7) for sx in (-1, 1) for sy in (-1, 1)]
+                + [(sx * 0.6, 0, 0.0) for sx in (-1, 1)]
+            )
             pts = np.array([box.center + box.R @ (np.array(p) * half) for p in local])
             self._sample_points[item.instance_id] = pts
         return pts
@@ -181,7 +203,16 @@ class HouseScene:
         out = []
         for it in self.spec.items:
             box = it.box()
-            out.append(ObjectTruth(id=it.id, category=it.category, position=np.asarray(box.center, dtype=np.float64), R=it.R, box=box, instance_id=it.instance_id))
+            out.append(
+                ObjectTruth(
+                    id=it.id,
+                    category=it.category,
+                    position=np.asarray(box.center, dtype=np.float64),
+                    R=it.R,
+                    box=box,
+                    instance_id=it.instance_id,
+                )
+            )
         return tuple(out)
 
     @cached_property
@@ -192,8 +223,15 @@ class HouseScene:
 
     def scene_truth(self, pose: np.ndarray, T_world_odom: np.ndarray) -> SceneTruth:
         objects, walls, rooms = self._static_truth
-        return SceneTruth(objects=objects, bounds=self.spec.bounds, T_world_agent=T_world_base(pose), walls=walls, rooms=rooms,
-                          navigable=self.grid, T_world_odom=np.array(T_world_odom, dtype=np.float64))
+        return SceneTruth(
+            objects=objects,
+            bounds=self.spec.bounds,
+            T_world_agent=T_world_base(pose),
+            walls=walls,
+            rooms=rooms,
+            navigable=self.grid,
+            T_world_odom=np.array(T_world_odom, dtype=np.float64),
+        )
 
     def topdown_map(self, level: str) -> np.ndarray:
         """GT top-down map (uint8 640x512x3 on :attr:`frame`): easy = orthographic render without ceiling,
@@ -211,7 +249,9 @@ class HouseScene:
         """IoU of wall / item footprints from geometry vs. the orthographic render's segmentation."""
         self.topdown_map("easy")
         wall_geoms = np.array([g for g in range(self.model.ngeom) if self.model.geom(g).name.startswith("wall_")])
-        return alignment_iou(self.spec, self.frame, self._topdown_cache["_geoms"], self.compiled.geom_instance, wall_geoms)
+        return alignment_iou(
+            self.spec, self.frame, self._topdown_cache["_geoms"], self.compiled.geom_instance, wall_geoms
+        )
 
     def room_of(self, xy: np.ndarray) -> str | None:
         return self.spec.room_at(xy)

@@ -43,7 +43,9 @@ class Episode:
     geodesic_m: float  # start -> nearest goal cell on the 8-connected grid (>= the true shortest path)
 
 
-def goal_cells(scene: HouseScene, item: ItemSpec, success_radius: float, stride: int = 1, first_only: bool = False) -> np.ndarray:
+def goal_cells(
+    scene: HouseScene, item: ItemSpec, success_radius: float, stride: int = 1, first_only: bool = False
+) -> np.ndarray:
     """Main-component cells within reach of ``item`` that see it (every ``stride``-th cell per axis)."""
     reach = success_radius - GOAL_MARGIN_M
     x0, y0, x1, y1 = item.rect()
@@ -68,11 +70,17 @@ def target_candidates(scene: HouseScene, success_radius: float) -> list[ItemSpec
     cache = scene.__dict__.setdefault("_task_cache", {})
     if key not in cache:
         unique = set(scene.spec.unique_categories())
-        cache[key] = [it for it in scene.spec.items if it.category in unique and len(goal_cells(scene, it, success_radius, stride=3, first_only=True))]
+        cache[key] = [
+            it
+            for it in scene.spec.items
+            if it.category in unique and len(goal_cells(scene, it, success_radius, stride=3, first_only=True))
+        ]
     return cache[key]
 
 
-def make_episode(scene: HouseScene, trial: int, target: ItemSpec | None = None, start: np.ndarray | None = None) -> Episode:
+def make_episode(
+    scene: HouseScene, trial: int, target: ItemSpec | None = None, start: np.ndarray | None = None
+) -> Episode:
     """The episode of ``trial`` in ``scene`` (target and/or start may be imposed)."""
     cfg = scene.cfg
     if trial < 0:
@@ -103,9 +111,19 @@ def make_episode(scene: HouseScene, trial: int, target: ItemSpec | None = None, 
             raise ValueError(f"start pose {start.tolist()} is not on a free cell of the navigable grid")
     rc = scene.grid.world_to_cell(start[:2])
     if not np.isfinite(dist[rc[0], rc[1]]):
-        raise ValueError(f"start pose {np.round(start, 3).tolist()} cannot reach object {target.id!r} (it is cut off from the goal region)")
-    return Episode(trial=int(trial), target_id=target.id, category=target.category, instance_id=target.instance_id,
-                   instruction=instruction_for(target.category), start=start, goal_cells=goals, geodesic_m=float(dist[rc[0], rc[1]]))
+        raise ValueError(
+            f"start pose {np.round(start, 3).tolist()} cannot reach object {target.id!r} (it is cut off from the goal region)"
+        )
+    return Episode(
+        trial=int(trial),
+        target_id=target.id,
+        category=target.category,
+        instance_id=target.instance_id,
+        instruction=instruction_for(target.category),
+        start=start,
+        goal_cells=goals,
+        geodesic_m=float(dist[rc[0], rc[1]]),
+    )
 
 
 def target_distance(item: ItemSpec, xy: np.ndarray) -> float:

@@ -13,7 +13,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from spatial_memory.draw import BLUE, GREEN, RED, box_footprint, compose_level, draw_arrow, draw_disk, draw_polyline, polygon_mask
+from spatial_memory.draw import (
+    BLUE,
+    GREEN,
+    RED,
+    box_footprint,
+    compose_level,
+    draw_arrow,
+    draw_disk,
+    draw_polyline,
+    polygon_mask,
+)
 from spatial_memory.topdown import LEVELS, TopDownFrame
 
 from .generator import HouseSpec
@@ -39,13 +49,17 @@ def item_mask(spec: HouseSpec, frame: TopDownFrame, kinds: tuple[str, ...] = ("f
 def geometry_map(level: str, spec: HouseSpec, frame: TopDownFrame) -> np.ndarray:
     """medium or hard map (uint8 HxWx3) from the scene's geometry."""
     if level not in ("medium", "hard"):
-        raise ValueError(f"geometry_map draws 'medium' or 'hard'; got {level!r} (easy is a render: HouseScene.topdown_map)")
+        raise ValueError(
+            f"geometry_map draws 'medium' or 'hard'; got {level!r} (easy is a render: HouseScene.topdown_map)"
+        )
     walls = wall_mask(spec, frame)
     objects = item_mask(spec, frame) if level == "medium" else None
     return compose_level(level, walls, objects)
 
 
-def alignment_iou(spec: HouseSpec, frame: TopDownFrame, geom_ids: np.ndarray, geom_instance: np.ndarray, wall_geoms: np.ndarray) -> dict[str, float]:
+def alignment_iou(
+    spec: HouseSpec, frame: TopDownFrame, geom_ids: np.ndarray, geom_instance: np.ndarray, wall_geoms: np.ndarray
+) -> dict[str, float]:
     """IoU of geometry footprints vs. the orthographic segmentation (geom ids per pixel, -1 = none).
 
     walls: wall footprints vs. pixels showing a wall; items: furniture+object footprints vs. pixels
@@ -65,8 +79,15 @@ def alignment_iou(spec: HouseSpec, frame: TopDownFrame, geom_ids: np.ndarray, ge
     return {"walls": iou(wall_mask(spec, frame), seen_wall), "items": iou(item_mask(spec, frame), seen_item)}
 
 
-def draw_route(img: np.ndarray, frame: TopDownFrame, poses_xy: np.ndarray, agent_pose: np.ndarray | None = None,
-               thickness_px: float = 3.0, colour=RED, start_colour=BLUE) -> np.ndarray:
+def draw_route(
+    img: np.ndarray,
+    frame: TopDownFrame,
+    poses_xy: np.ndarray,
+    agent_pose: np.ndarray | None = None,
+    thickness_px: float = 3.0,
+    colour=RED,
+    start_colour=BLUE,
+) -> np.ndarray:
     """GST overlay: trajectory in red, its start as a blue dot, the agent as a green arrow (in place)."""
     poses_xy = np.asarray(poses_xy, dtype=np.float64).reshape(-1, poses_xy.shape[-1] if np.ndim(poses_xy) > 1 else 2)
     if len(poses_xy):

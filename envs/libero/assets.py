@@ -199,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return 1
     n = len(read_manifest())
-    print(f"LIBERO config: {cfg}\nassets: {root} -> {Path(root).resolve()}\n{n} assets match the manifest ({hashed} hashed now)")
+    print(
+        f"LIBERO config: {cfg}\nassets: {root} -> {Path(root).resolve()}\n{n} assets match the manifest ({hashed} hashed now)"
+    )
     return 0
 
 

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import gymnasium as gym
@@ -97,14 +96,18 @@ class LiberoEnv(VLAEnv):
 
         from libero.libero import get_libero_path
 
-        return os.path.join(get_libero_path("bddl_files"), self._libero_task.problem_folder, self._libero_task.bddl_file)
+        return os.path.join(
+            get_libero_path("bddl_files"), self._libero_task.problem_folder, self._libero_task.bddl_file
+        )
 
     def _ensure_sim(self):
         if self._env is not None:
             return self._env
         from libero.libero.envs.env_wrapper import ControlEnv
 
-        kwargs: dict[str, Any] = dict(bddl_file_name=self.bddl_file, controller=self.controller, hard_reset=self.hard_reset)
+        kwargs: dict[str, Any] = dict(
+            bddl_file_name=self.bddl_file, controller=self.controller, hard_reset=self.hard_reset
+        )
         if self.render_cameras:
             _gl.before_first_context()
             kwargs.update(
@@ -200,7 +203,9 @@ class LiberoEnv(VLAEnv):
 
     def _observation(self) -> Observation:
         raw = self._raw
-        state = np.concatenate([raw["robot0_eef_pos"], quat_xyzw_to_axis_angle(raw["robot0_eef_quat"]), raw["robot0_gripper_qpos"]]).astype(np.float32)
+        state = np.concatenate(
+            [raw["robot0_eef_pos"], quat_xyzw_to_axis_angle(raw["robot0_eef_quat"]), raw["robot0_gripper_qpos"]]
+        ).astype(np.float32)
         frames: dict[str, CameraFrame] = {}
         extra: dict[str, Any] = {}
         if self.render_cameras:
@@ -218,7 +223,9 @@ class LiberoEnv(VLAEnv):
                     depth = np.zeros(rgb.shape[:2], np.float32)
                 inst = None
                 if self.segmentation:
-                    inst = np.ascontiguousarray(camera.orient(raw[f"{key}_segmentation_instance"][..., 0], self.orientation), dtype=np.int32)
+                    inst = np.ascontiguousarray(
+                        camera.orient(raw[f"{key}_segmentation_instance"][..., 0], self.orientation), dtype=np.int32
+                    )
                 frames[name] = CameraFrame(
                     rgb=np.ascontiguousarray(rgb),
                     depth=np.ascontiguousarray(depth),
@@ -232,7 +239,9 @@ class LiberoEnv(VLAEnv):
         extra["joint_states"] = np.asarray(raw["robot0_joint_pos"], dtype=np.float32)
         extra["gripper_states"] = np.asarray(raw["robot0_gripper_qpos"], dtype=np.float32)
         extra["ee_states"] = state[:6].copy()
-        extra["robot_state"] = np.concatenate([raw["robot0_gripper_qpos"], raw["robot0_eef_pos"], raw["robot0_eef_quat"]])
+        extra["robot_state"] = np.concatenate(
+            [raw["robot0_gripper_qpos"], raw["robot0_eef_pos"], raw["robot0_eef_quat"]]
+        )
         return Observation(cameras=frames, state=state, instruction=self.instruction, step=self._steps, extra=extra)
 
     # ------------------------------------------------------------------ privileged
@@ -252,13 +261,23 @@ class LiberoEnv(VLAEnv):
         import json
 
         inner = self._ensure_sim()
-        problem_info = {"problem_name": inner.problem_name, "domain_name": inner.domain_name, "language_instruction": inner.language_instruction}
+        problem_info = {
+            "problem_name": inner.problem_name,
+            "domain_name": inner.domain_name,
+            "language_instruction": inner.language_instruction,
+        }
         env_args = {
             "type": 1,
             "env_name": inner.problem_name,
             "problem_name": inner.problem_name,
             "bddl_file": self.bddl_file,
-            "env_kwargs": {"suite": self.suite, "task_id": self.task_id, "resolution": self.resolution, "cameras": list(self.cameras), "controller": self.controller},
+            "env_kwargs": {
+                "suite": self.suite,
+                "task_id": self.task_id,
+                "resolution": self.resolution,
+                "cameras": list(self.cameras),
+                "controller": self.controller,
+            },
         }
         with open(self.bddl_file) as f:
             bddl = f.read()

@@ -59,7 +59,12 @@ RIM_OPENINGS = ((OPEN, 0.0), (0.026, 0.002), (0.018, 0.004))  # finger opening o
 COMFORT_REACH = 0.72  # m from the robot base (horizontal) beyond which grasp points are penalised
 SUPPORTED = ("on", "in")
 
-FINGER_BODIES = {"gripper0_leftfinger": 0, "gripper0_finger_joint1_tip": 0, "gripper0_rightfinger": 1, "gripper0_finger_joint2_tip": 1}
+FINGER_BODIES = {
+    "gripper0_leftfinger": 0,
+    "gripper0_finger_joint1_tip": 0,
+    "gripper0_rightfinger": 1,
+    "gripper0_finger_joint2_tip": 1,
+}
 
 
 def _part(lo, hi):
@@ -150,10 +155,14 @@ class PickPlaceExpert:
             )
         pred = [str(x) for x in goal[0]]
         if pred[0].lower() not in SUPPORTED or len(pred) != 3:
-            raise NotImplementedError(f"PickPlaceExpert does not support the goal predicate {pred} of {self.env.task.name} (only 'on'/'in' pick-and-place)")
+            raise NotImplementedError(
+                f"PickPlaceExpert does not support the goal predicate {pred} of {self.env.task.name} (only 'on'/'in' pick-and-place)"
+            )
         obj, target = pred[1], pred[2]
         if obj not in se.objects_dict:
-            raise NotImplementedError(f"PickPlaceExpert cannot move {obj!r} (predicate {pred}): it is not a movable object")
+            raise NotImplementedError(
+                f"PickPlaceExpert cannot move {obj!r} (predicate {pred}): it is not a movable object"
+            )
         if target in se.object_sites_dict:
             self.target_kind = "site"
         elif target in se.objects_dict or target in se.fixtures_dict:
@@ -163,7 +172,9 @@ class PickPlaceExpert:
         if self.target_kind == "site" and getattr(se.object_sites_dict[target], "joints", None):
             state = getattr(se, "object_states_dict", {}).get(target)
             if state is not None and state.is_close():
-                raise NotImplementedError(f"PickPlaceExpert: the goal {pred} needs {target!r} opened first (articulated and closed); only pick-and-place is supported")
+                raise NotImplementedError(
+                    f"PickPlaceExpert: the goal {pred} needs {target!r} opened first (articulated and closed); only pick-and-place is supported"
+                )
         self.relation, self.obj, self.target = pred[0].lower(), obj, target
         self.model, self.data = se.sim.model._model, se.sim.data._data
         m = self.model
@@ -174,7 +185,11 @@ class PickPlaceExpert:
         self.robot_root = int(m.body_rootid[m.body("robot0_base").id])
         self.base_xy = self.data.xpos[m.body("robot0_base").id][:2].copy()
         finger_bodies = {m.body(n).id: side for n, side in FINGER_BODIES.items()}
-        self.finger_geoms = {g: finger_bodies[int(m.geom_bodyid[g])] for g in range(m.ngeom) if int(m.geom_bodyid[g]) in finger_bodies and self._collides(g)}
+        self.finger_geoms = {
+            g: finger_bodies[int(m.geom_bodyid[g])]
+            for g in range(m.ngeom)
+            if int(m.geom_bodyid[g]) in finger_bodies and self._collides(g)
+        }
         self._skip_roots = {self.robot_root}
         self.finger_joints = [m.joint(n).id for n in ("gripper0_finger_joint1", "gripper0_finger_joint2")]
         self._q_prev = np.inf
@@ -189,7 +204,10 @@ class PickPlaceExpert:
 
     def _colliding_geoms(self, root: int) -> np.ndarray:
         m = self.model
-        return np.array([g for g in range(m.ngeom) if int(m.body_rootid[m.geom_bodyid[g]]) == root and self._collides(g)], dtype=np.int64)
+        return np.array(
+            [g for g in range(m.ngeom) if int(m.body_rootid[m.geom_bodyid[g]]) == root and self._collides(g)],
+            dtype=np.int64,
+        )
 
     _SIGNS = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=np.float64)
 
@@ -231,7 +249,9 @@ class PickPlaceExpert:
         p0, p1 = np.asarray(p0, float), np.asarray(p1, float)
         n = max(2, int(np.linalg.norm(p1 - p0) / 0.03) + 1)
         top = -np.inf
-        offs = [np.zeros(2)] + [radius * np.array([np.cos(a), np.sin(a)]) for a in np.linspace(0, 2 * np.pi, 8, endpoint=False)]
+        offs = [np.zeros(2)] + [
+            radius * np.array([np.cos(a), np.sin(a)]) for a in np.linspace(0, 2 * np.pi, 8, endpoint=False)
+        ]
         for s in np.linspace(0.0, 1.0, n):
             c = p0 + s * (p1 - p0)
             for o in offs:
@@ -336,8 +356,14 @@ class PickPlaceExpert:
         n = len(self._obs_c)
         if n:
             P = len(parts)
-            gaps = box_separation(np.repeat(c, n, 0), np.broadcast_to(R, (P * n, 3, 3)), np.repeat(h, n, 0),
-                                  np.tile(self._obs_c, (P, 1)), np.tile(self._obs_R, (P, 1, 1)), np.tile(self._obs_h, (P, 1)))
+            gaps = box_separation(
+                np.repeat(c, n, 0),
+                np.broadcast_to(R, (P * n, 3, 3)),
+                np.repeat(h, n, 0),
+                np.tile(self._obs_c, (P, 1)),
+                np.tile(self._obs_R, (P, 1, 1)),
+                np.tile(self._obs_h, (P, 1)),
+            )
             clear = float(gaps.min())
         for p0, nrm in self._planes:
             corners = (c[:, None, :] + (self._SIGNS[None] * h[:, None, :]) @ R.T).reshape(-1, 3)
@@ -383,8 +409,16 @@ class PickPlaceExpert:
             v = np.array([-u[1], u[0]])
             projv = xy @ v
             center = u * 0.5 * (proj.min() + proj.max()) + v * 0.5 * (projv.min() + projv.max())
-            clear = self._gripper_clearance(np.array([center[0], center[1], z]), Grasp(center, z, float(a), "body", 0.0, float(a)).rotation())
-            score = self._clearance_score(clear) - 0.3 * max(0.0, w - 0.055) - self._reach_penalty(center) - self._side_penalty(a) - self._yaw_cost(a)
+            clear = self._gripper_clearance(
+                np.array([center[0], center[1], z]), Grasp(center, z, float(a), "body", 0.0, float(a)).rotation()
+            )
+            score = (
+                self._clearance_score(clear)
+                - 0.3 * max(0.0, w - 0.055)
+                - self._reach_penalty(center)
+                - self._side_penalty(a)
+                - self._yaw_cost(a)
+            )
             if best is None or score > best.score:
                 best = Grasp(xy=center, z=float(z), yaw=float(a), kind="body", score=float(score), side=float(a))
         return best
@@ -432,7 +466,11 @@ class PickPlaceExpert:
         cands = self._rim_segments(zt)
         if not cands:  # no recognisable wall: a vertical pinch on a circle through the top geoms
             r_rim = 0.5 * MAX_GRASP_WIDTH
-            cands = [(np.array([*(center + r_rim * np.array([np.cos(a), np.sin(a)])), zt - depth]), float(a), 0.0, cost) for a in np.deg2rad(np.arange(0, 360, 15)) for depth, cost in RIM_DEPTHS]
+            cands = [
+                (np.array([*(center + r_rim * np.array([np.cos(a), np.sin(a)])), zt - depth]), float(a), 0.0, cost)
+                for a in np.deg2rad(np.arange(0, 360, 15))
+                for depth, cost in RIM_DEPTHS
+            ]
         # pinched at the rim the object swings about the finger axis: prefer carrying along it
         dt = self._target_xy() - center
         carry_dir = float(np.arctan2(dt[1], dt[0])) if np.linalg.norm(dt) > 0.03 else None
@@ -451,7 +489,16 @@ class PickPlaceExpert:
                 clear = self._gripper_clearance(p, R, opening)
                 score = self._clearance_score(clear) + base - cost
                 if best is None or score > best.score:
-                    best = Grasp(xy=p[:2].copy(), z=float(p[2]), yaw=side, kind="rim", score=float(score), side=side, tilt=tilt, opening=opening)
+                    best = Grasp(
+                        xy=p[:2].copy(),
+                        z=float(p[2]),
+                        yaw=side,
+                        kind="rim",
+                        score=float(score),
+                        side=side,
+                        tilt=tilt,
+                        opening=opening,
+                    )
                 if clear >= CLEARANCE_ENOUGH:
                     break  # the costlier options of this grasp point cannot score higher
         return best
@@ -474,9 +521,13 @@ class PickPlaceExpert:
         p0 = self._obj_pos()[:2]
         length = float(np.linalg.norm(tgt - p0))
         n = max(2, int(length / 0.02) + 1)
-        offs = [np.zeros(2)] + [radius * np.array([np.cos(a), np.sin(a)]) for a in np.linspace(0, 2 * np.pi, 8, endpoint=False)]
+        offs = [np.zeros(2)] + [
+            radius * np.array([np.cos(a), np.sin(a)]) for a in np.linspace(0, 2 * np.pi, 8, endpoint=False)
+        ]
         s = np.linspace(0.0, 1.0, n)
-        tops = np.array([max(self._ray_down(*(p0 + si * (tgt - p0) + o), skip_roots=(self.obj_root,)) for o in offs) for si in s])
+        tops = np.array(
+            [max(self._ray_down(*(p0 + si * (tgt - p0) + o), skip_roots=(self.obj_root,)) for o in offs) for si in s]
+        )
         self.path = (p0, tgt, s, tops, radius / max(length, 1e-6))
         # where to release: the object's bottom about 1 cm above the surface under the target
         surface = self._ray_down(tgt[0], tgt[1], skip_roots=(self.obj_root,))

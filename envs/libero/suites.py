@@ -43,7 +43,15 @@ def task_infos(suite: str, max_steps: int | None = None) -> list[TaskInfo]:
     out = []
     for i in range(b.n_tasks):
         t = b.get_task(i)
-        out.append(TaskInfo(task_id=i, name=t.name, instruction=t.language, max_steps=max_steps or MAX_STEPS[suite], num_trials=len(b.get_task_init_states(i))))
+        out.append(
+            TaskInfo(
+                task_id=i,
+                name=t.name,
+                instruction=t.language,
+                max_steps=max_steps or MAX_STEPS[suite],
+                num_trials=len(b.get_task_init_states(i)),
+            )
+        )
     return out
 
 

@@ -159,8 +159,11 @@ class MemoryAgent:
         from vla.gst.answering import AnswererConfig, MemoryAnswerer
 
         if not hasattr(self, "_answerer"):
-            self._answerer = MemoryAnswerer(AnswererConfig(tabletop=not self.mobile_base or self.options.memory == "tabletop",
-                                                           noise=self.options.noise_model()))
+            self._answerer = MemoryAnswerer(
+                AnswererConfig(
+                    tabletop=not self.mobile_base or self.options.memory == "tabletop", noise=self.options.noise_model()
+                )
+            )
         if question.current_pose is not None and self._noisy is not None:
             from dataclasses import replace
 

@@ -85,7 +85,9 @@ class NavigatorConfig:
     clearance_cost: float = 1.5
     unknown_cost: float = 1.0  # extra cost per metre through unknown cells
     suspect_cost: float = 6.0  # ... and through unknown floor hidden below an obstacle at the bottom of a view
-    relaxed_cost: float = 20.0  # nothing reachable: lethal cells with clearance >= agent_radius_m + relaxed_m[level-1] cost this
+    relaxed_cost: float = (
+        20.0  # nothing reachable: lethal cells with clearance >= agent_radius_m + relaxed_m[level-1] cost this
+    )
     relaxed_m: tuple[float, float] = (0.05, 0.01)  # (level 1, level 2): squeezing through gaps the lethal margin closes
     bump_radius_m: float = 0.04  # a bump forbids a disc this big just ahead of where the base stopped
     probe_m: float = 0.05  # after a bump, probe moves this long fanning out around the blocked direction (0 = off)
@@ -116,14 +118,20 @@ class NavigatorConfig:
     replan_every: int = 5
     stuck_steps: int = 30  # no progress: less than stuck_distance_m net motion over this many steps
     stuck_distance_m: float = 0.3
-    resume_after_done: int = 5  # still asked to act this many steps after "done": our estimate was wrong, go closer (0 = stay)
+    resume_after_done: int = (
+        5  # still asked to act this many steps after "done": our estimate was wrong, go closer (0 = stay)
+    )
 
     def __post_init__(self) -> None:
         if not (self.cell_m > 0 and self.map_extent_m > 4 * self.cell_m):
-            raise ValueError(f"NavigatorConfig needs cell_m > 0 and a map extent of several cells, got {self.cell_m}, {self.map_extent_m}")
+            raise ValueError(
+                f"NavigatorConfig needs cell_m > 0 and a map extent of several cells, got {self.cell_m}, {self.map_extent_m}"
+            )
         lo, hi = self.obstacle_band_m
         if not lo < hi or self.floor_max_z_m > lo:
-            raise ValueError(f"NavigatorConfig needs floor_max_z_m <= obstacle_band_m[0] < obstacle_band_m[1], got {self.floor_max_z_m}, {self.obstacle_band_m}")
+            raise ValueError(
+                f"NavigatorConfig needs floor_max_z_m <= obstacle_band_m[0] < obstacle_band_m[1], got {self.floor_max_z_m}, {self.obstacle_band_m}"
+            )
         if self.approach_max_m < self.approach_m or self.approach_m <= 0:
             raise ValueError("NavigatorConfig needs 0 < approach_m <= approach_max_m")
         object.__setattr__(self, "obstacle_band_m", (float(lo), float(hi)))
@@ -259,10 +267,15 @@ class OccupancyGrid:
         return ~self.known
 
 
-def cost_map(obstacle: np.ndarray, known: np.ndarray, res: float, cfg: NavigatorConfig, suspect: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def cost_map(
+    obstacle: np.ndarray, known: np.ndarray, res: float, cfg: NavigatorConfig, suspect: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(cost, clearance) from obstacle and known (and suspect) masks: see the module doc for the terms."""
     if obstacle.any():
-        clearance = cv2.distanceTransform((~obstacle).astype(np.uint8), cv2.DIST_L2, cv2.DIST_MASK_PRECISE).astype(np.float64) * res
+        clearance = (
+            cv2.distanceTransform((~obstacle).astype(np.uint8), cv2.DIST_L2, cv2.DIST_MASK_PRECISE).astype(np.float64)
+            * res
+        )
     else:
         clearance = np.full(obstacle.shape, np.inf)
     r = cfg.agent_radius_m
@@ -363,7 +376,11 @@ def _segment_clear_kernel(ok, r0, c0, r1, c1):  # pragma: no cover - compiled
 def segment_clear(ok: np.ndarray, a_rc: np.ndarray, b_rc: np.ndarray) -> bool:
     """Whether every cell on the straight segment between two continuous cell positions (row, col in
     cell units, cell (r, c) spanning [r, r+1) x [c, c+1)) is True in ``ok``."""
-    return bool(_segment_clear_kernel(np.ascontiguousarray(ok, dtype=np.bool_), float(a_rc[0]), float(a_rc[1]), float(b_rc[0]), float(b_rc[1])))
+    return bool(
+        _segment_clear_kernel(
+            np.ascontiguousarray(ok, dtype=np.bool_), float(a_rc[0]), float(a_rc[1]), float(b_rc[0]), float(b_rc[1])
+        )
+    )
 
 
 @numba.njit(cache=True)
@@ -396,7 +413,15 @@ def _visible_counts(height, cand_r, cand_c, cam_z, pts_r, pts_c, pts_z, tan_lo, 
     return out
 
 
-def visible_points(height: np.ndarray, window: GridWindow, cells: np.ndarray, cam_z: float, points: np.ndarray, half_fov_rad: float, tol: float = 0.03) -> np.ndarray:
+def visible_points(
+    height: np.ndarray,
+    window: GridWindow,
+    cells: np.ndarray,
+    cam_z: float,
+    points: np.ndarray,
+    half_fov_rad: float,
+    tol: float = 0.03,
+) -> np.ndarray:
     """For each candidate cell (Nx2), how many of the world points (Mx3) a camera at ``cam_z`` above
     the cell centre, turned towards them, would see: above the lower edge of the vertical field of
     view, and not hidden behind any cell of the height map along the 2.5D ray."""
@@ -408,8 +433,17 @@ def visible_points(height: np.ndarray, window: GridWindow, cells: np.ndarray, ca
     pc = (p[:, 0] - window.x0) / window.res
     # heights per cell unit: scale z by 1/res so that slopes are consistent in cell units
     s = 1.0 / window.res
-    return _visible_counts(np.ascontiguousarray(height * s), cells[:, 0].copy(), cells[:, 1].copy(), cam_z * s, pr, pc, p[:, 2] * s,
-                           math.tan(half_fov_rad), tol * s)
+    return _visible_counts(
+        np.ascontiguousarray(height * s),
+        cells[:, 0].copy(),
+        cells[:, 1].copy(),
+        cam_z * s,
+        pr,
+        pc,
+        p[:, 2] * s,
+        math.tan(half_fov_rad),
+        tol * s,
+    )
 
 
 @numba.njit(cache=True)
@@ -431,7 +465,9 @@ def _voxel_extent(ijk, hits, label, v, res, origin, floor_z, lo, hi, min_hits, n
 
 
 @numba.njit(cache=True)
-def _rasterize_voxels(ijk, hits, label, v, res, origin, floor_z, lo, hi, min_hits, r0, c0, skip_label, obstacle, floor, height):  # pragma: no cover - compiled
+def _rasterize_voxels(
+    ijk, hits, label, v, res, origin, floor_z, lo, hi, min_hits, r0, c0, skip_label, obstacle, floor, height
+):  # pragma: no cover - compiled
     H, W = obstacle.shape
     for i in range(ijk.shape[0]):
         h = hits[i]
@@ -451,19 +487,45 @@ def _rasterize_voxels(ijk, hits, label, v, res, origin, floor_z, lo, hi, min_hit
                     height[r, c] = z
 
 
-def voxel_layers(ijk: np.ndarray, hits: np.ndarray, label: np.ndarray, voxel_size: float, window: GridWindow, cfg: NavigatorConfig,
-                 skip_label: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def voxel_layers(
+    ijk: np.ndarray,
+    hits: np.ndarray,
+    label: np.ndarray,
+    voxel_size: float,
+    window: GridWindow,
+    cfg: NavigatorConfig,
+    skip_label: int = -1,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(obstacle, floor, height) on ``window`` from voxel arrays (``VoxelMap.field``): floor = an
     occupied voxel centred below ``floor_max_z_m``; obstacle = one centred in ``obstacle_band_m``
     with at least ``min_obstacle_hits``; height = the top obstacle voxel centre (-inf where none),
     voxels of object ``skip_label`` left out."""
     H, W = window.shape
-    obstacle, floor, height = np.zeros((H, W), dtype=np.bool_), np.zeros((H, W), dtype=np.bool_), np.full((H, W), -np.inf)
+    obstacle, floor, height = (
+        np.zeros((H, W), dtype=np.bool_),
+        np.zeros((H, W), dtype=np.bool_),
+        np.full((H, W), -np.inf),
+    )
     ijk = np.asarray(ijk, dtype=np.int32).reshape(-1, 3)
     if len(ijk):
-        _rasterize_voxels(ijk, np.asarray(hits, dtype=np.int32), np.asarray(label, dtype=np.int32), float(voxel_size), window.res, 0.0,
-                          cfg.floor_max_z_m, cfg.obstacle_band_m[0], cfg.obstacle_band_m[1], max(int(cfg.min_obstacle_hits), 1),
-                          int(math.floor(window.y0 / window.res + 1e-9)), int(math.floor(window.x0 / window.res + 1e-9)), int(skip_label), obstacle, floor, height)
+        _rasterize_voxels(
+            ijk,
+            np.asarray(hits, dtype=np.int32),
+            np.asarray(label, dtype=np.int32),
+            float(voxel_size),
+            window.res,
+            0.0,
+            cfg.floor_max_z_m,
+            cfg.obstacle_band_m[0],
+            cfg.obstacle_band_m[1],
+            max(int(cfg.min_obstacle_hits), 1),
+            int(math.floor(window.y0 / window.res + 1e-9)),
+            int(math.floor(window.x0 / window.res + 1e-9)),
+            int(skip_label),
+            obstacle,
+            floor,
+            height,
+        )
     return obstacle, floor, height
 
 
@@ -497,8 +559,15 @@ class FrontierChoice:
     score: float
 
 
-def rank_frontiers(dist: np.ndarray, labels: np.ndarray, n: int, res: float, reach_m: float, gain_m: float,
-                   extra_cost: np.ndarray | None = None) -> list[FrontierChoice]:
+def rank_frontiers(
+    dist: np.ndarray,
+    labels: np.ndarray,
+    n: int,
+    res: float,
+    reach_m: float,
+    gain_m: float,
+    extra_cost: np.ndarray | None = None,
+) -> list[FrontierChoice]:
     """Per frontier cluster the reachable cell within ``reach_m`` of it with the lowest score
     ``dist * res + extra_cost - gain_m * min(size * res, 3)``; best first. ``dist``: a Dijkstra field
     (cells, inf = unreachable)."""
@@ -520,7 +589,12 @@ def rank_frontiers(dist: np.ndarray, labels: np.ndarray, n: int, res: float, rea
     first = np.ones(len(order), dtype=bool)
     first[1:] = lab[order][1:] != lab[order][:-1]
     best = order[first]
-    out = [FrontierChoice((int(rr[b]), int(cc[b])), (int(fr[b]), int(fc[b])), int(lab[b]), int(sizes[lab[b]]), float(score[b])) for b in best]
+    out = [
+        FrontierChoice(
+            (int(rr[b]), int(cc[b])), (int(fr[b]), int(fc[b])), int(lab[b]), int(sizes[lab[b]]), float(score[b])
+        )
+        for b in best
+    ]
     return sorted(out, key=lambda f: f.score)
 
 
@@ -557,11 +631,15 @@ class MemoryNavigator:
         """Take the action bounds ``[forward_m, left_m, yaw_rad]`` from an action space."""
         low, high = np.asarray(low, dtype=np.float64).ravel(), np.asarray(high, dtype=np.float64).ravel()
         if low.shape != (3,) or high.shape != (3,):
-            raise ValueError(f"the navigator needs a 3-dim action space [forward_m, left_m, yaw_rad], got bounds of shape {low.shape}")
+            raise ValueError(
+                f"the navigator needs a 3-dim action space [forward_m, left_m, yaw_rad], got bounds of shape {low.shape}"
+            )
         m = np.minimum(np.abs(low), np.abs(high))
         self.limits = Limits(float(high[0]), float(m[1]), float(m[2]))
         if self.limits.max_forward <= 0 or self.limits.max_turn <= 0:
-            raise ValueError(f"the action space must allow forward motion and turning, got low={low.tolist()} high={high.tolist()}")
+            raise ValueError(
+                f"the action space must allow forward motion and turning, got low={low.tolist()} high={high.tolist()}"
+            )
 
     def reset(self, instruction: str) -> None:
         """Start an episode. An instruction that is not "go to the <category>" leaves no target: the
@@ -651,7 +729,9 @@ class MemoryNavigator:
             self._event("no progress: blacklisting the goal")
             self._abandon_goal()
         action = None
-        if self.target is not None and (self._t >= self._goto_retry_at or (self.goal is not None and self.goal.kind == "target")):
+        if self.target is not None and (
+            self._t >= self._goto_retry_at or (self.goal is not None and self.goal.kind == "target")
+        ):
             action = self._goto(pose, frame, blocked)
             if action is None:
                 self._goto_retry_at = self._t + cfg.replan_every
@@ -678,7 +758,9 @@ class MemoryNavigator:
         """Global cell (row, col) of world xy (...x2)."""
         xy = np.asarray(xy, dtype=np.float64)
         res = self.config.cell_m
-        return np.stack([np.floor((xy[..., 1] - self._origin) / res), np.floor((xy[..., 0] - self._origin) / res)], -1).astype(np.int64)
+        return np.stack(
+            [np.floor((xy[..., 1] - self._origin) / res), np.floor((xy[..., 0] - self._origin) / res)], -1
+        ).astype(np.int64)
 
     def _mark(self, layer: np.ndarray, rc: np.ndarray) -> None:
         rc = np.asarray(rc, dtype=np.int64).reshape(-1, 2)
@@ -691,7 +773,11 @@ class MemoryNavigator:
 
     def _grow_bbox(self, r0: int, r1: int, c0: int, c1: int) -> None:
         b = self._bbox
-        self._bbox = (int(r0), int(r1), int(c0), int(c1)) if b is None else (min(b[0], int(r0)), max(b[1], int(r1)), min(b[2], int(c0)), max(b[3], int(c1)))
+        self._bbox = (
+            (int(r0), int(r1), int(c0), int(c1))
+            if b is None
+            else (min(b[0], int(r0)), max(b[1], int(r1)), min(b[2], int(c0)), max(b[3], int(c1)))
+        )
 
     def _disc(self, xy: np.ndarray, radius: float) -> np.ndarray:
         res = self.config.cell_m
@@ -734,7 +820,13 @@ class MemoryNavigator:
             self._event(f"bumped at {np.round(pose[:2], 2).tolist()}")
             point = pose[:2] + d / norm * (0.5 * cfg.cell_m + cfg.bump_radius_m)
             angles = [20.0, -20.0, 40.0, -40.0, 60.0, -60.0] if (cfg.probe_m > 0 and self.limits.holonomic) else []
-            self._probe = {"point": point, "heading": math.atan2(d[1], d[0]), "angles": angles, "from": pose[:2].copy(), "tried": []}
+            self._probe = {
+                "point": point,
+                "heading": math.atan2(d[1], d[0]),
+                "angles": angles,
+                "from": pose[:2].copy(),
+                "tried": [],
+            }
         probe = self._probe
         if probe["angles"]:
             ang = probe["heading"] + math.radians(probe["angles"].pop(0))
@@ -742,7 +834,11 @@ class MemoryNavigator:
             c, s = math.cos(pose[2]), math.sin(pose[2])
             dx, dy = math.cos(ang) * cfg.probe_m, math.sin(ang) * cfg.probe_m
             local = np.array([c * dx + s * dy, -s * dx + c * dy])
-            local *= min(1.0, self.limits.max_forward / max(abs(local[0]), 1e-12), self.limits.max_left / max(abs(local[1]), 1e-12))
+            local *= min(
+                1.0,
+                self.limits.max_forward / max(abs(local[0]), 1e-12),
+                self.limits.max_left / max(abs(local[1]), 1e-12),
+            )
             return np.array([local[0], local[1], 0.0])
         # no probe got through: forbid where the base tried to go and every probed spot
         self._mark(self._bump, self._disc(probe["point"], cfg.bump_radius_m))
@@ -769,8 +865,18 @@ class MemoryNavigator:
         n_vox = len(vox)
         args = ()
         if n_vox:
-            args = (vox.field("ijk"), vox.field("hits"), vox.field("label"), float(vox.voxel_size), res, self._origin,
-                    cfg.floor_max_z_m, cfg.obstacle_band_m[0], cfg.obstacle_band_m[1], max(int(cfg.min_obstacle_hits), 1))
+            args = (
+                vox.field("ijk"),
+                vox.field("hits"),
+                vox.field("label"),
+                float(vox.voxel_size),
+                res,
+                self._origin,
+                cfg.floor_max_z_m,
+                cfg.obstacle_band_m[0],
+                cfg.obstacle_band_m[1],
+                max(int(cfg.min_obstacle_hits), 1),
+            )
             ext = _voxel_extent(*args, self._n)
             if ext[0] <= ext[1]:
                 self._grow_bbox(*ext)
@@ -819,7 +925,12 @@ class MemoryNavigator:
             depth = np.clip((lethal - grid.clearance[squeeze]) / max(lethal - floor, 1e-6), 0.0, 1.0)
             cost[squeeze] = cfg.relaxed_cost * int(relaxed) * (1.0 + 4.0 * depth)
         r = int(math.ceil(0.35 / w.res))
-        r0, r1, c0, c1 = max(start[0] - r, 0), min(start[0] + r + 1, w.shape[0]), max(start[1] - r, 0), min(start[1] + r + 1, w.shape[1])
+        r0, r1, c0, c1 = (
+            max(start[0] - r, 0),
+            min(start[0] + r + 1, w.shape[0]),
+            max(start[1] - r, 0),
+            min(start[1] + r + 1, w.shape[1]),
+        )
         patch = cost[r0:r1, c0:c1]
         if not np.isfinite(patch).all():
             cost = cost.copy()
@@ -827,9 +938,16 @@ class MemoryNavigator:
             # leave through cells at least as clear as the one we stand on (never closer than a radius)
             floor_clear = min(cfg.agent_radius_m, float(grid.clearance[start]) if w.inside(np.array(start)) else 0.0)
             clear = grid.clearance[r0:r1, c0:c1]
-            escape = ~np.isfinite(sub) & ~grid.obstacle[r0:r1, c0:c1] & ~grid.forbidden[r0:r1, c0:c1] & (clear >= floor_clear - 1e-9)
+            escape = (
+                ~np.isfinite(sub)
+                & ~grid.obstacle[r0:r1, c0:c1]
+                & ~grid.forbidden[r0:r1, c0:c1]
+                & (clear >= floor_clear - 1e-9)
+            )
             lethal = cfg.agent_radius_m + cfg.lethal_margin_m
-            sub[escape] = 30.0 * (1.0 + 4.0 * np.clip((lethal - clear[escape]) / lethal, 0.0, 1.0))  # out by the clearest way
+            sub[escape] = 30.0 * (
+                1.0 + 4.0 * np.clip((lethal - clear[escape]) / lethal, 0.0, 1.0)
+            )  # out by the clearest way
         dist, parent = dijkstra(cost, start)
         return dist, parent, start
 
@@ -858,14 +976,18 @@ class MemoryNavigator:
         pos = pose[:2]
         pts = np.asarray(path)
         d = np.hypot(*(pts - pos).T)
-        i = int(np.argmin(d[: int(math.ceil(1.5 / self.config.cell_m))]))  # nearest of the next 1.5 m (a path may loop back past a wall)
+        i = int(
+            np.argmin(d[: int(math.ceil(1.5 / self.config.cell_m))])
+        )  # nearest of the next 1.5 m (a path may loop back past a wall)
         del path[:i]  # progress: drop what lies behind the nearest point
         pts, d = pts[i:], d[i:]
         if len(pts) == 1 and d[0] <= cfg.goal_tolerance_m:
             path.clear()
             return None
         w = self.grid.window
-        ok = np.isfinite(self.grid.cost) & (self.grid.clearance >= cfg.agent_radius_m + 0.5 * (cfg.lethal_margin_m + cfg.inflation_m))
+        ok = np.isfinite(self.grid.cost) & (
+            self.grid.clearance >= cfg.agent_radius_m + 0.5 * (cfg.lethal_margin_m + cfg.inflation_m)
+        )
         prc = w.world_to_cell(pts)
         inside = w.inside(prc)
         ok = ok.copy()
@@ -890,7 +1012,10 @@ class MemoryNavigator:
         if self.goal.arrived:
             return False
         h = np.asarray(self._history[-n:])
-        return float(np.hypot(*(h[-1, :2] - h[0, :2]))) < cfg.stuck_distance_m and float(np.max(np.hypot(*(h[:, :2] - h[0, :2]).T))) < cfg.stuck_distance_m
+        return (
+            float(np.hypot(*(h[-1, :2] - h[0, :2]))) < cfg.stuck_distance_m
+            and float(np.max(np.hypot(*(h[:, :2] - h[0, :2]).T))) < cfg.stuck_distance_m
+        )
 
     def _abandon_goal(self) -> None:
         g = self.goal
@@ -967,8 +1092,13 @@ class MemoryNavigator:
         g = self.goal
         same = g is not None and g.kind == "target" and float(np.hypot(*(g.key_xy[:2] - obj.center[:2]))) < 0.25
         self._since_plan += 1
-        replan = (not same or blocked or self._since_plan >= cfg.replan_every or self._path_blocked(g)
-                  or (not g.path and not g.arrived))
+        replan = (
+            not same
+            or blocked
+            or self._since_plan >= cfg.replan_every
+            or self._path_blocked(g)
+            or (not g.path and not g.arrived)
+        )
         if same and g.arrived and not blocked:
             replan = False
         if replan:
@@ -986,7 +1116,15 @@ class MemoryNavigator:
             cell, score = choice
             if not same:
                 plen = dist[cell] * self.grid.window.res
-                g = _Goal("target", np.zeros(2), obj.center[:2].copy(), obj.center[:2].copy(), self._t, int(2 * plen / self.limits.max_forward) + 40, score)
+                g = _Goal(
+                    "target",
+                    np.zeros(2),
+                    obj.center[:2].copy(),
+                    obj.center[:2].copy(),
+                    self._t,
+                    int(2 * plen / self.limits.max_forward) + 40,
+                    score,
+                )
                 self._event(f"goto {obj.id} at {np.round(obj.center[:2], 2).tolist()}")
             g.key_xy, g.look_xy = obj.center[:2].copy(), obj.center[:2].copy()
             g.arrived = False
@@ -1014,7 +1152,15 @@ class MemoryNavigator:
         if choice is None:
             return None
         plen = dist[choice[0]] * self.grid.window.res
-        g = _Goal("target", np.zeros(2), obj.center[:2].copy(), obj.center[:2].copy(), self._t, int(2 * plen / self.limits.max_forward) + 40, choice[1])
+        g = _Goal(
+            "target",
+            np.zeros(2),
+            obj.center[:2].copy(),
+            obj.center[:2].copy(),
+            self._t,
+            int(2 * plen / self.limits.max_forward) + 40,
+            choice[1],
+        )
         self._set_path(g, parent, choice[0])
         self.goal = g
         a = self._follow(pose, g)
@@ -1043,7 +1189,15 @@ class MemoryNavigator:
             point_xy = w.cell_to_world(np.array(choice.point))
             if g is None or float(np.hypot(*(g.key_xy - point_xy))) > cfg.blacklist_radius_m:
                 dist_m = float(np.hypot(*(w.cell_to_world(np.array(choice.goal)) - pose[:2])))
-                g = _Goal("frontier", np.zeros(2), self._look_point(point_xy), point_xy, self._t, int(3 * dist_m / self.limits.max_forward) + 40, choice.score)
+                g = _Goal(
+                    "frontier",
+                    np.zeros(2),
+                    self._look_point(point_xy),
+                    point_xy,
+                    self._t,
+                    int(3 * dist_m / self.limits.max_forward) + 40,
+                    choice.score,
+                )
                 self._event(f"frontier {np.round(point_xy, 2).tolist()} (size {choice.size}, score {choice.score:.2f})")
             else:
                 g.key_xy, g.score = point_xy, choice.score
@@ -1067,30 +1221,44 @@ class MemoryNavigator:
         w = self.grid.window
         c = w.world_to_cell(point_xy)
         k = int(1.5 / w.res)
-        r0, r1, c0, c1 = max(c[0] - k, 0), min(c[0] + k + 1, w.shape[0]), max(c[1] - k, 0), min(c[1] + k + 1, w.shape[1])
+        r0, r1, c0, c1 = (
+            max(c[0] - k, 0),
+            min(c[0] + k + 1, w.shape[0]),
+            max(c[1] - k, 0),
+            min(c[1] + k + 1, w.shape[1]),
+        )
         un = self.grid.unknown[r0:r1, c0:c1]
         if not un.any():
             return point_xy
         rr, cc = np.nonzero(un)
         return w.cell_to_world(np.array([rr.mean() + r0, cc.mean() + c0]))
 
-    def _choose_frontier(self, pose: np.ndarray, current: _Goal | None) -> tuple[FrontierChoice | None, np.ndarray | None]:
+    def _choose_frontier(
+        self, pose: np.ndarray, current: _Goal | None
+    ) -> tuple[FrontierChoice | None, np.ndarray | None]:
         for level in (0, 1, 2):  # last resort: squeeze past obstacles closer than the lethal margin
             choice, parent = self._rank(pose, current, relaxed=level)
             if choice is not None:
                 break
         return choice, parent
 
-    def _rank(self, pose: np.ndarray, current: _Goal | None, relaxed: int) -> tuple[FrontierChoice | None, np.ndarray | None]:
+    def _rank(
+        self, pose: np.ndarray, current: _Goal | None, relaxed: int
+    ) -> tuple[FrontierChoice | None, np.ndarray | None]:
         cfg = self.config
         grid = self.grid
         w = grid.window
         dist, parent, _ = self._field(pose, relaxed)
         res = w.res
-        win = (slice(int(round((w.y0 - self._origin) / res)), None), slice(int(round((w.x0 - self._origin) / res)), None))
+        win = (
+            slice(int(round((w.y0 - self._origin) / res)), None),
+            slice(int(round((w.x0 - self._origin) / res)), None),
+        )
         black = self._fr_black[win[0], win[1]][: w.shape[0], : w.shape[1]]
         # cells touching an obstacle are not frontiers: the unknown behind a wall's seen face is no news
-        unknown = grid.unknown & ~grid.suspect if grid.suspect is not None else grid.unknown  # suspect floor: seen enough
+        unknown = (
+            grid.unknown & ~grid.suspect if grid.suspect is not None else grid.unknown
+        )  # suspect floor: seen enough
         frontier = frontier_mask(grid.free, unknown) & ~black & (grid.clearance >= 2 * res - 1e-9)
         labels, n = frontier_clusters(frontier, cfg.min_frontier_cells)
         centres = w.centres()
@@ -1098,7 +1266,9 @@ class MemoryNavigator:
         ang = np.abs((ang + np.pi) % (2 * np.pi) - np.pi)
         extra = cfg.turn_cost_m * ang / np.pi
         if self.target is not None:  # target known but no goal reachable yet: explore towards it
-            extra = extra + 0.5 * np.hypot(centres[..., 0] - self.target.center[0], centres[..., 1] - self.target.center[1])
+            extra = extra + 0.5 * np.hypot(
+                centres[..., 0] - self.target.center[0], centres[..., 1] - self.target.center[1]
+            )
         ranked = rank_frontiers(dist, labels, n, res, cfg.frontier_reach_m, cfg.frontier_gain_m, extra)
         if not ranked:
             return None, None

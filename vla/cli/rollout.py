@@ -12,13 +12,16 @@ from __future__ import annotations
 import json
 import sys
 
-USAGE = __doc__ + """
+USAGE = (
+    __doc__
+    + """
 Config groups (choose with group=name, set fields with group.key=value):
   env:   {env}
   agent: {agent}
   eval:  {eval}
 Show the composed config without running: vla-rollout --cfg [overrides...]
 """
+)
 
 
 def spec_from_config(cfg: dict):
@@ -40,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):
-        print(USAGE.format(env=", ".join(groups("env")), agent=", ".join(groups("agent")), eval=", ".join(groups("eval"))))
+        print(
+            USAGE.format(env=", ".join(groups("env")), agent=", ".join(groups("agent")), eval=", ".join(groups("eval")))
+        )
         return 0
     show = "--cfg" in argv
     argv = [a for a in argv if a != "--cfg"]
@@ -59,9 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         print("vla-rollout: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
     rate = summary["success_rate"]
-    print(f"{summary['suite']} · {summary['agent']}: {summary['successes']}/{summary['episodes']} successful"
-          + (f" ({100 * rate:.1f}%)" if rate is not None else "") + (f", {summary['errors']} errors" if summary["errors"] else "")
-          + f" -> {cfg['out']}/summary.json")
+    print(
+        f"{summary['suite']} · {summary['agent']}: {summary['successes']}/{summary['episodes']} successful"
+        + (f" ({100 * rate:.1f}%)" if rate is not None else "")
+        + (f", {summary['errors']} errors" if summary["errors"] else "")
+        + f" -> {cfg['out']}/summary.json"
+    )
     return 0
 
 

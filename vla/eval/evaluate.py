@@ -96,7 +96,13 @@ class EpisodeRunner:
         self._task: int | None = None
 
     def run(self, task_id: int, trial: int, task_name: str) -> dict[str, Any]:
-        key = {"env": self.spec.env["name"], "suite": suite_name(self.spec.env), "task_id": task_id, "task": task_name, "trial": trial}
+        key = {
+            "env": self.spec.env["name"],
+            "suite": suite_name(self.spec.env),
+            "task_id": task_id,
+            "task": task_name,
+            "trial": trial,
+        }
         error = None
         try:
             if self._task != task_id:
@@ -110,7 +116,14 @@ class EpisodeRunner:
         if hasattr(self.agent, "seed"):
             self.agent.seed((self.spec.seed, task_id, trial))
         result = run_episode(self._env, self.agent, key, self.subscribers, seed=self.spec.seed)
-        return {**key, "success": result.success, "steps": result.steps, "seconds": round(result.seconds, 3), "error": result.error, **result.extra}
+        return {
+            **key,
+            "success": result.success,
+            "steps": result.steps,
+            "seconds": round(result.seconds, 3),
+            "error": result.error,
+            **result.extra,
+        }
 
     def close(self) -> None:
         if self._env is not None:
@@ -234,7 +247,19 @@ def _run_pool(spec: EvalSpec, todo: deque, on_result: Callable[[dict[str, Any]],
                 elif spec.episode_timeout_s and time.time() - w.started > spec.episode_timeout_s:
                     failure = f"episode timed out after {spec.episode_timeout_s:.0f} s"
                 if failure:
-                    on_result({"env": spec.env["name"], "suite": suite_name(spec.env), "task_id": task_id, "task": name, "trial": trial, "success": False, "steps": 0, "seconds": round(time.time() - w.started, 3), "error": failure})
+                    on_result(
+                        {
+                            "env": spec.env["name"],
+                            "suite": suite_name(spec.env),
+                            "task_id": task_id,
+                            "task": name,
+                            "trial": trial,
+                            "success": False,
+                            "steps": 0,
+                            "seconds": round(time.time() - w.started, 3),
+                            "error": failure,
+                        }
+                    )
                     w.job = None
                     pool.replace(w)
         pool.close()
@@ -318,7 +343,9 @@ def plan(spec: EvalSpec) -> tuple[dict[int, str], list[tuple[int, int, str]]]:
         raise ValueError(f"eval.tasks lists a task twice: {ids}")
     for t in ids:
         if spec.trials_per_task > infos[t].num_trials:
-            raise ValueError(f"eval.trials_per_task={spec.trials_per_task} but task {t} ({infos[t].name}) has only {infos[t].num_trials} initial states")
+            raise ValueError(
+                f"eval.trials_per_task={spec.trials_per_task} but task {t} ({infos[t].name}) has only {infos[t].num_trials} initial states"
+            )
     episodes = [(t, k, infos[t].name) for t in ids for k in range(int(spec.trials_per_task))]
     return {t: infos[t].name for t in ids}, episodes
 
@@ -354,14 +381,27 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
         return summary
 
     done = len(episodes) - len(todo)
-    bar = tqdm(total=len(episodes), initial=done, desc=f"{header['suite']} · {header['agent']}", unit="ep", disable=not progress, dynamic_ncols=True, file=sys.stderr)
+    bar = tqdm(
+        total=len(episodes),
+        initial=done,
+        desc=f"{header['suite']} · {header['agent']}",
+        unit="ep",
+        disable=not progress,
+        dynamic_ncols=True,
+        file=sys.stderr,
+    )
     last_summary = [0.0]
 
     def on_result(rec: dict[str, Any]) -> None:
-        gst_log.append(rec, rec.pop("gst_questions", None))  # questions first: an episode line means all of it is on disk
+        gst_log.append(
+            rec, rec.pop("gst_questions", None)
+        )  # questions first: an episode line means all of it is on disk
         store.append(rec)
         s = current_summary(False)
-        bar.set_postfix_str(f"success {100 * (s['success_rate'] or 0):.1f}% ({s['successes']}/{s['episodes']})" + (f", errors {s['errors']}" if s["errors"] else ""))
+        bar.set_postfix_str(
+            f"success {100 * (s['success_rate'] or 0):.1f}% ({s['successes']}/{s['episodes']})"
+            + (f", errors {s['errors']}" if s["errors"] else "")
+        )
         bar.update(1)
         if time.time() - last_summary[0] > 5:
             write_json_atomic(out / "summary.json", s)

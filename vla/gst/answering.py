@@ -167,7 +167,9 @@ class MemoryAnswerer:
         options = question.get("options")
         clip: list[CameraFrame] = question.get("clip_stream")
         reg = self.registration(memory, options[0], level)
-        mine = np.asarray(reg.odom_to_pixel(np.array([f.T_world_cam[:2, 3] for f in clip])), dtype=np.float64).reshape(-1, 2)
+        mine = np.asarray(reg.odom_to_pixel(np.array([f.T_world_cam[:2, 3] for f in clip])), dtype=np.float64).reshape(
+            -1, 2
+        )
         costs = []
         for img in options:
             red = np.argwhere(np.all(np.abs(img.astype(int) - RED) < 40, axis=-1))[:, ::-1].astype(np.float64)  # (u, v)

@@ -61,7 +61,9 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
 
     env_cfg = dict(cfg["env"])
     if env_cfg["name"] != "house":
-        raise ValueError(f"offline GST generation needs env=house (got env={env_cfg['name']}); LIBERO supports mid-episode questions only (docs/GST.md)")
+        raise ValueError(
+            f"offline GST generation needs env=house (got env={env_cfg['name']}); LIBERO supports mid-episode questions only (docs/GST.md)"
+        )
     first, n = int(cfg["first_scene"]), int(cfg["scenes"])
     if n < 1:
         raise ValueError(f"scenes must be >= 1, got {n}")
@@ -116,7 +118,14 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
                 questions = gen.scene_offline(material, pool)
                 for q in questions:
                     _append_jsonl(qf, writer.externalise(q).to_json())
-                _append_jsonl(lf, {"scene": name, "questions": dict(Counter(q.subtask for q in questions)), "filtered": dict(gen.filtered)})
+                _append_jsonl(
+                    lf,
+                    {
+                        "scene": name,
+                        "questions": dict(Counter(q.subtask for q in questions)),
+                        "filtered": dict(gen.filtered),
+                    },
+                )
             finally:
                 env.close()
     return _manifest(out, cfg)
@@ -129,7 +138,15 @@ def _manifest(out: Path, cfg: dict[str, Any]) -> dict[str, Any]:
     for r in log:
         counts.update(r["questions"])
         filtered.update(r["filtered"])
-    manifest = {"scenes": len(log), "questions": sum(counts.values()), "per_subtask": dict(counts), "filtered": dict(filtered), "split": cfg["split"], "gen": cfg["gen"], "env": cfg["env"]}
+    manifest = {
+        "scenes": len(log),
+        "questions": sum(counts.values()),
+        "per_subtask": dict(counts),
+        "filtered": dict(filtered),
+        "split": cfg["split"],
+        "gen": cfg["gen"],
+        "env": cfg["env"],
+    }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
 
@@ -152,7 +169,14 @@ def evaluate_questions(cfg: dict[str, Any]) -> dict[str, Any]:
     done = {r["id"] for r in _read_jsonl_tolerant(ppath)}
     todo = [q for q in questions if q.id not in done]
     with open(ppath, "a") as fh:
-        for q in tqdm(todo, desc=f"answering ({cfg['agent']['name']})", disable=not cfg["progress"], file=sys.stderr, initial=len(done), total=len(questions)):
+        for q in tqdm(
+            todo,
+            desc=f"answering ({cfg['agent']['name']})",
+            disable=not cfg["progress"],
+            file=sys.stderr,
+            initial=len(done),
+            total=len(questions),
+        ):
             if hasattr(agent, "seed"):
                 agent.seed((0, zlib.crc32(q.id.encode())))
             try:
@@ -165,7 +189,13 @@ def evaluate_questions(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------- score
-def score_files(questions_dir: str | Path, predictions: str | Path, out: str | Path, bootstrap: int = 1000, label: str = "predictions") -> dict[str, Any]:
+def score_files(
+    questions_dir: str | Path,
+    predictions: str | Path,
+    out: str | Path,
+    bootstrap: int = 1000,
+    label: str = "predictions",
+) -> dict[str, Any]:
     from .question import load_questions
     from .score import plot_scores, score_predictions
 
@@ -191,7 +221,14 @@ def _print_scores(scores: dict[str, Any], out: str) -> None:
     for code, v in scores["per_subtask"].items():
         lo, hi = scores["ci95"][code]
         print(f"  {code:<{width}}  {v:6.1f}   [{lo:5.1f}, {hi:5.1f}]   n={scores['count'][code]}")
-    print(f"  {'overall':<{width}}  {scores['overall']:6.1f}" + (f"   ({scores['missing']} missing, {scores['unparsed']} unparsed)" if scores["missing"] or scores["unparsed"] else ""))
+    print(
+        f"  {'overall':<{width}}  {scores['overall']:6.1f}"
+        + (
+            f"   ({scores['missing']} missing, {scores['unparsed']} unparsed)"
+            if scores["missing"] or scores["unparsed"]
+            else ""
+        )
+    )
     print(f"-> {out}/scores.json, {out}/scores.png")
 
 

@@ -31,7 +31,20 @@ from .question import Question
 from .subtasks import CHOICES, TDS_LEVEL, check_codes
 
 RED = np.array([255, 0, 0], dtype=np.uint8)
-DEFAULT_PER_SCENE = {"EDv": 2, "EDs": 2, "EDistv": 2, "EDists": 2, "GPv": 2, "GPs": 2, "Pos": 2, "Ori": 2, "TDS-E": 1, "TDS-M": 1, "TDS-H": 1, "Traj": 2}
+DEFAULT_PER_SCENE = {
+    "EDv": 2,
+    "EDs": 2,
+    "EDistv": 2,
+    "EDists": 2,
+    "GPv": 2,
+    "GPs": 2,
+    "Pos": 2,
+    "Ori": 2,
+    "TDS-E": 1,
+    "TDS-M": 1,
+    "TDS-H": 1,
+    "Traj": 2,
+}
 
 
 @dataclass
@@ -114,7 +127,9 @@ def _voxel_keys(p: np.ndarray, voxel: float) -> np.ndarray:
     return (q[:, 0] << 42) | (q[:, 1] << 21) | q[:, 2]
 
 
-def overlap_fraction(material: SceneMaterial, view: CameraFrame, T_world_cam: np.ndarray, seen: np.ndarray, voxel: float = 0.1) -> float:
+def overlap_fraction(
+    material: SceneMaterial, view: CameraFrame, T_world_cam: np.ndarray, seen: np.ndarray, voxel: float = 0.1
+) -> float:
     p = backproject(view.depth[::4, ::4], _strided_K(view.K, 4)).reshape(-1, 3)
     p = p[np.isfinite(p).all(axis=1) & (p[:, 2] > 0)]
     if len(p) == 0:
@@ -239,7 +254,15 @@ class QuestionGenerator:
             self._base[key] = {"video": [f.rgb for f in material.frames], "stream": material.frames}
         return dict(self._base[key])
 
-    def object_questions(self, material: SceneMaterial, view: CameraFrame, T_world_cam: np.ndarray, pose_known: bool, stats, quota: Counter) -> list[Question]:
+    def object_questions(
+        self,
+        material: SceneMaterial,
+        view: CameraFrame,
+        T_world_cam: np.ndarray,
+        pose_known: bool,
+        stats,
+        quota: Counter,
+    ) -> list[Question]:
         out = []
         cam_xy = T_world_cam[:2, 3]
         for code in ("EDv", "EDs", "EDistv", "EDists"):
@@ -261,12 +284,28 @@ class QuestionGenerator:
                 media.update(self._visual_media(material, stats, obj))
             media["current_view"] = view.rgb
             media["current_sensors"] = view
-            answer = {"type": "angle", "value": round(direction)} if code in ("EDv", "EDs") else {"type": "distance", "value": round(distance, 2)}
-            out.append(Question(
-                id=self._id(material, code), subtask=code, scene=material.name, prompt=prompt(code, obj.category), media=media, answer=answer,
-                meta={"category": obj.category if semantic else None, "target": obj.id, "target_instance": obj.instance_id, "T_world_cam": T_world_cam},
-                current_pose=view.T_world_cam if pose_known else None,
-            ))
+            answer = (
+                {"type": "angle", "value": round(direction)}
+                if code in ("EDv", "EDs")
+                else {"type": "distance", "value": round(distance, 2)}
+            )
+            out.append(
+                Question(
+                    id=self._id(material, code),
+                    subtask=code,
+                    scene=material.name,
+                    prompt=prompt(code, obj.category),
+                    media=media,
+                    answer=answer,
+                    meta={
+                        "category": obj.category if semantic else None,
+                        "target": obj.id,
+                        "target_instance": obj.instance_id,
+                        "T_world_cam": T_world_cam,
+                    },
+                    current_pose=view.T_world_cam if pose_known else None,
+                )
+            )
             quota[code] -= 1
         return out
 
@@ -289,13 +328,29 @@ class QuestionGenerator:
                     media.update(self._visual_media(material, stats, obj))
                 media["map"] = map_img
                 g = tdf.world_to_grid(obj.box.center[:2])
-                out.append(Question(id=self._id(material, code), subtask=code, scene=material.name, prompt=prompt(code, obj.category), media=media,
-                                    answer={"type": "point", "value": [int(g[0]), int(g[1])]}, meta={"category": obj.category if semantic else None, "target": obj.id, "target_instance": obj.instance_id, "level": self.cfg.map_level}))
+                out.append(
+                    Question(
+                        id=self._id(material, code),
+                        subtask=code,
+                        scene=material.name,
+                        prompt=prompt(code, obj.category),
+                        media=media,
+                        answer={"type": "point", "value": [int(g[0]), int(g[1])]},
+                        meta={
+                            "category": obj.category if semantic else None,
+                            "target": obj.id,
+                            "target_instance": obj.instance_id,
+                            "level": self.cfg.map_level,
+                        },
+                    )
+                )
                 quota[code] -= 1
         return out
 
     # -------------------------------------------------------------- self localisation
-    def self_questions(self, material: SceneMaterial, view: CameraFrame, T_world_cam: np.ndarray, pose_known: bool, quota: Counter) -> list[Question]:
+    def self_questions(
+        self, material: SceneMaterial, view: CameraFrame, T_world_cam: np.ndarray, pose_known: bool, quota: Counter
+    ) -> list[Question]:
         out = []
         tdf = material.topdown
         for code in ("Pos", "Ori"):
@@ -308,13 +363,25 @@ class QuestionGenerator:
                 answer = {"type": "point", "value": [int(g[0]), int(g[1])]}
             else:
                 answer = {"type": "angle", "value": round(tdf.yaw_to_map_heading(camera_yaw(T_world_cam)))}
-            out.append(Question(id=self._id(material, code), subtask=code, scene=material.name, prompt=prompt(code), media=media, answer=answer,
-                                meta={"T_world_cam": T_world_cam, "level": self.cfg.map_level}, current_pose=view.T_world_cam if pose_known else None))
+            out.append(
+                Question(
+                    id=self._id(material, code),
+                    subtask=code,
+                    scene=material.name,
+                    prompt=prompt(code),
+                    media=media,
+                    answer=answer,
+                    meta={"T_world_cam": T_world_cam, "level": self.cfg.map_level},
+                    current_pose=view.T_world_cam if pose_known else None,
+                )
+            )
             quota[code] -= 1
         return out
 
     # -------------------------------------------------------------- scene structure
-    def tds_questions(self, material: SceneMaterial, pool: dict[str, dict[str, np.ndarray]], quota: Counter) -> list[Question]:
+    def tds_questions(
+        self, material: SceneMaterial, pool: dict[str, dict[str, np.ndarray]], quota: Counter
+    ) -> list[Question]:
         out = []
         others = [name for name in pool if name != material.name]
         for code, level in TDS_LEVEL.items():
@@ -333,8 +400,17 @@ class QuestionGenerator:
                 options = arrange_options(("self", own), [(p, pool[p][level]) for p in picks], letter, self.rng)
                 media = self._base_media(material)
                 media["options"] = [img for _, img in options]
-                out.append(Question(id=self._id(material, code), subtask=code, scene=material.name, prompt=prompt(code), media=media,
-                                    answer={"type": "choice", "value": letter}, meta={"level": level, "num_options": 4, "option_scenes": [n for n, _ in options]}))
+                out.append(
+                    Question(
+                        id=self._id(material, code),
+                        subtask=code,
+                        scene=material.name,
+                        prompt=prompt(code),
+                        media=media,
+                        answer={"type": "choice", "value": letter},
+                        meta={"level": level, "num_options": 4, "option_scenes": [n for n, _ in options]},
+                    )
+                )
                 quota[code] -= 1
         return out
 
@@ -352,10 +428,12 @@ class QuestionGenerator:
                 break
             s, e = clips[ci]
             true = paths[ci]
+
             def differs(j):
                 other = paths[j]
                 n = min(len(other), len(true))
                 return j != ci and float(np.mean(np.hypot(*(other[:n] - true[:n]).T))) >= self.cfg.traj_min_separation_m
+
             distractors = [j for j in range(len(clips)) if differs(j)]
             if len(distractors) < 3:
                 self.filtered["Traj: fewer than 3 distinct distractor clips"] += 1
@@ -370,8 +448,17 @@ class QuestionGenerator:
                 continue
             media = self._base_media(material)
             media.update(clip_video=[f.rgb for f in in_clip], clip_stream=in_clip, options=options)
-            out.append(Question(id=self._id(material, "Traj"), subtask="Traj", scene=material.name, prompt=prompt("Traj"), media=media,
-                                answer={"type": "choice", "value": letter}, meta={"level": self.cfg.map_level, "num_options": 4, "clips": [list(clips[j]) for j in chosen]}))
+            out.append(
+                Question(
+                    id=self._id(material, "Traj"),
+                    subtask="Traj",
+                    scene=material.name,
+                    prompt=prompt("Traj"),
+                    media=media,
+                    answer={"type": "choice", "value": letter},
+                    meta={"level": self.cfg.map_level, "num_options": 4, "clips": [list(clips[j]) for j in chosen]},
+                )
+            )
             quota["Traj"] -= 1
         return out
 
@@ -397,7 +484,15 @@ class QuestionGenerator:
         rounds = 0
         while views and any(quota[c] > 0 for c in ("EDv", "EDs", "EDistv", "EDists", "Pos", "Ori")) and rounds < 4:
             for frame, T in views:
-                view = CameraFrame(rgb=frame.rgb, depth=frame.depth, K=frame.K, T_world_cam=np.eye(4), instance=frame.instance, labels=frame.labels, step=frame.step)
+                view = CameraFrame(
+                    rgb=frame.rgb,
+                    depth=frame.depth,
+                    K=frame.K,
+                    T_world_cam=np.eye(4),
+                    instance=frame.instance,
+                    labels=frame.labels,
+                    step=frame.step,
+                )
                 questions += self.object_questions(material, view, T, False, stats, quota)
                 questions += self.self_questions(material, view, T, False, quota)
             rounds += 1

@@ -41,7 +41,9 @@ class SceneMaterial:
         return T[:2, 3].copy(), camera_yaw(T)
 
 
-def house_material(env, name: str, stride: int = 2, map_levels=("easy", "medium", "hard"), num_clips: int = 8, seed: int = 0) -> SceneMaterial:
+def house_material(
+    env, name: str, stride: int = 2, map_levels=("easy", "medium", "hard"), num_clips: int = 8, seed: int = 0
+) -> SceneMaterial:
     """Offline material of a house scene: the coverage route from the env's current pose, as a video."""
     route = env.exploration_route()
     frames = env.route_frames(route, stride=stride)
@@ -61,7 +63,9 @@ def house_material(env, name: str, stride: int = 2, map_levels=("easy", "medium"
     )
 
 
-def sample_windows(poses_world: np.ndarray, num: int, length: int = 16, min_travel_m: float = 1.5, seed: int = 0) -> list[tuple[int, int]]:
+def sample_windows(
+    poses_world: np.ndarray, num: int, length: int = 16, min_travel_m: float = 1.5, seed: int = 0
+) -> list[tuple[int, int]]:
     """Up to ``num`` non-overlapping (start, end) windows of ``length`` steps that travel >= ``min_travel_m``."""
     rng = np.random.default_rng(seed)
     n = len(poses_world)
@@ -77,7 +81,14 @@ def sample_windows(poses_world: np.ndarray, num: int, length: int = 16, min_trav
     return sorted(chosen)
 
 
-def house_live_material(env, name: str, frames: list[CameraFrame], map_levels=("easy", "medium", "hard"), maps: dict | None = None, num_clips: int = 8) -> SceneMaterial:
+def house_live_material(
+    env,
+    name: str,
+    frames: list[CameraFrame],
+    map_levels=("easy", "medium", "hard"),
+    maps: dict | None = None,
+    num_clips: int = 8,
+) -> SceneMaterial:
     """Mid-episode material of a house episode: the video is the episode so far."""
     truth = env.scene_truth()
     poses = np.asarray(env.trajectory, dtype=np.float64)

@@ -33,7 +33,9 @@ class MediaWriter:
         if key in ("video", "clip_video"):
             path = self._path(q.scene, stem + ".mp4")
             frames = [np.ascontiguousarray(f) for f in obj]
-            imageio.mimwrite(path, frames, fps=self.fps, codec="libx264", macro_block_size=1, quality=8, pixelformat="yuv420p")
+            imageio.mimwrite(
+                path, frames, fps=self.fps, codec="libx264", macro_block_size=1, quality=8, pixelformat="yuv420p"
+            )
         elif key in ("stream", "clip_stream"):
             path = self._path(q.scene, stem + ".npz")
             save_stream(path, obj)

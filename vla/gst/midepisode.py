@@ -76,7 +76,9 @@ class GSTQuestioner(Subscriber):
         cams = list(episode.observation.cameras)
         if not cams:
             raise ValueError("mid-episode GST questions need camera observations (env.render=true)")
-        cam = self.cfg["camera"] or ("wrist" if episode.env.__class__.__name__ == "LiberoEnv" and "wrist" in cams else cams[0])
+        cam = self.cfg["camera"] or (
+            "wrist" if episode.env.__class__.__name__ == "LiberoEnv" and "wrist" in cams else cams[0]
+        )
         if cam not in cams:
             raise ValueError(f"gst.camera={cam!r} is not among the env's cameras {cams}")
         return cam
@@ -112,18 +114,29 @@ class GSTQuestioner(Subscriber):
 
     def ask(self, episode: Episode) -> None:
         t0 = time.perf_counter()
-        name = f"{episode.key.get('suite', episode.key['env'])}/task{episode.key['task_id']}/trial{episode.key['trial']}"
+        name = (
+            f"{episode.key.get('suite', episode.key['env'])}/task{episode.key['task_id']}/trial{episode.key['trial']}"
+        )
         material = self._material(episode, name)
         codes = [c for c in (self.cfg["subtasks"] or SUBTASKS) if c in material.supported]
         level = self.cfg["map_level"] if self.cfg["map_level"] in material.maps else next(iter(material.maps))
         scale = {"min_distance_m": material.min_target_distance_m} if material.min_target_distance_m else {}
-        gen = QuestionGenerator(GenConfig(per_scene={c: int(self.cfg["per_subtask"]) for c in codes}, map_level=level, seed=self.cfg["seed"], **scale))
+        gen = QuestionGenerator(
+            GenConfig(
+                per_scene={c: int(self.cfg["per_subtask"]) for c in codes},
+                map_level=level,
+                seed=self.cfg["seed"],
+                **scale,
+            )
+        )
         gen.start_scene(episode.step)
         view = self.frames[-1]
         quota = Counter(gen.cfg.per_scene)
         stats = instance_stats(material.frames)
         T = material.T_world_cam(view)
-        questions = gen.object_questions(material, view, T, True, stats, quota) + gen.self_questions(material, view, T, True, quota)
+        questions = gen.object_questions(material, view, T, True, stats, quota) + gen.self_questions(
+            material, view, T, True, quota
+        )
         questions += gen.map_point_questions(material, stats, quota)
         questions += gen.tds_questions(material, self._pool, quota)
         questions += gen.traj_questions(material, quota)
@@ -135,12 +148,20 @@ class GSTQuestioner(Subscriber):
             except Exception as exc:  # noqa: BLE001 - a failed answer scores 0
                 text, error = None, f"{type(exc).__name__}: {exc}"
             parsed, score = score_one({"subtask": q.subtask, "answer": q.answer}, text)
-            self.rows.append({
-                "id": q.id, "step": episode.step, "subtask": q.subtask, "prompt": q.prompt, "prediction": text,
-                "parsed": list(parsed) if isinstance(parsed, tuple) else parsed, "answer": q.answer, "score": score,
-                "meta": {k: _plain(q.meta[k]) for k in ROW_META if q.meta.get(k) is not None},
-                **({"error": error} if error else {}),
-            })
+            self.rows.append(
+                {
+                    "id": q.id,
+                    "step": episode.step,
+                    "subtask": q.subtask,
+                    "prompt": q.prompt,
+                    "prediction": text,
+                    "parsed": list(parsed) if isinstance(parsed, tuple) else parsed,
+                    "answer": q.answer,
+                    "score": score,
+                    "meta": {k: _plain(q.meta[k]) for k in ROW_META if q.meta.get(k) is not None},
+                    **({"error": error} if error else {}),
+                }
+            )
         self.seconds = getattr(self, "seconds", 0.0) + time.perf_counter() - t0
 
     def on_episode_end(self, episode: Episode, result: EpisodeResult) -> None:
@@ -150,5 +171,9 @@ class GSTQuestioner(Subscriber):
         by: dict[str, list[float]] = {}
         for r in self.rows:
             by.setdefault(r["subtask"], []).append(r["score"])
-        result.extra["gst"] = {"questions": len(self.rows), "per_subtask": {c: 100 * float(np.mean(v)) for c, v in by.items()}, "filtered": dict(self.filtered)}
+        result.extra["gst"] = {
+            "questions": len(self.rows),
+            "per_subtask": {c: 100 * float(np.mean(v)) for c, v in by.items()},
+            "filtered": dict(self.filtered),
+        }
         result.extra["gst_questions"] = self.rows

@@ -17,8 +17,25 @@ _NUMBER = re.compile(_NUM)
 _POINT_TAG = re.compile(r"<point>\s*(" + _NUM + r")\s*[, ]\s*(" + _NUM + r")\s*</point>", re.IGNORECASE)
 _POINT_PAIR = re.compile(r"[\(\[]\s*(" + _NUM + r")\s*[, ]\s*(" + _NUM + r")\s*[\)\]]")
 _POINT_BARE = re.compile(r"(?<![\d.])(" + _NUM + r")\s*[, ]\s*(" + _NUM + r")(?![\d.])")
-_UNITS = {"mm": 0.001, "millimetre": 0.001, "millimeter": 0.001, "cm": 0.01, "centimetre": 0.01, "centimeter": 0.01, "m": 1.0, "metre": 1.0, "meter": 1.0, "km": 1000.0, "ft": 0.3048, "feet": 0.3048, "foot": 0.3048}
-_DIST = re.compile(r"(" + _NUM + r")\s*(mm|millimet(?:re|er)s?|cm|centimet(?:re|er)s?|km|ft|feet|foot|m(?:et(?:re|er)s?)?)?\b", re.IGNORECASE)
+_UNITS = {
+    "mm": 0.001,
+    "millimetre": 0.001,
+    "millimeter": 0.001,
+    "cm": 0.01,
+    "centimetre": 0.01,
+    "centimeter": 0.01,
+    "m": 1.0,
+    "metre": 1.0,
+    "meter": 1.0,
+    "km": 1000.0,
+    "ft": 0.3048,
+    "feet": 0.3048,
+    "foot": 0.3048,
+}
+_DIST = re.compile(
+    r"(" + _NUM + r")\s*(mm|millimet(?:re|er)s?|cm|centimet(?:re|er)s?|km|ft|feet|foot|m(?:et(?:re|er)s?)?)?\b",
+    re.IGNORECASE,
+)
 
 
 def _f(text: str) -> float:
@@ -39,7 +56,10 @@ def parse_angle(text: str) -> float | None:
         return None
     value = _f(m.group(0))
     if m.group(0)[0] not in "+-−":
-        left, right = "left" in t or "counter" in t or "anticlockwise" in t, re.search(r"\bright\b|(?<!counter-)(?<!counter)clockwise", t) is not None
+        left, right = (
+            "left" in t or "counter" in t or "anticlockwise" in t,
+            re.search(r"\bright\b|(?<!counter-)(?<!counter)clockwise", t) is not None,
+        )
         if right and not left:
             value = -value
     if "rad" in t[m.end() : m.end() + 8] and "deg" not in t:

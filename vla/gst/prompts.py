@@ -32,22 +32,47 @@ def prompt(code: str, category: str | None = None) -> str:
         raise ValueError(f"unknown GST subtask {code!r}")
     t = target_phrase(code, category) if SUBTASKS[code].target else None
     if code in ("EDv", "EDs"):
-        return _INTRO + _CURRENT + f" {t[0].upper() + t[1:]} is not visible in your current view. In which direction is it, relative to the direction you are facing?" + _ANGLE
+        return (
+            _INTRO
+            + _CURRENT
+            + f" {t[0].upper() + t[1:]} is not visible in your current view. In which direction is it, relative to the direction you are facing?"
+            + _ANGLE
+        )
     if code in ("EDistv", "EDists"):
-        return _INTRO + _CURRENT + f" {t[0].upper() + t[1:]} is not visible in your current view. How far is it from you?" + _DIST
+        return (
+            _INTRO
+            + _CURRENT
+            + f" {t[0].upper() + t[1:]} is not visible in your current view. How far is it from you?"
+            + _DIST
+        )
     if code in ("GPv", "GPs"):
         return _INTRO + f" The image after the video is a top-down map of the scene. Where is {t} on the map?" + _POINT
     if code == "Pos":
-        return _INTRO + _CURRENT.replace("last image", "image after the video") + " The final image is a top-down map of the scene. Where are you on the map?" + _POINT
+        return (
+            _INTRO
+            + _CURRENT.replace("last image", "image after the video")
+            + " The final image is a top-down map of the scene. Where are you on the map?"
+            + _POINT
+        )
     if code == "Ori":
         return (
-            _INTRO + _CURRENT.replace("last image", "image after the video") + " The final image is a top-down map of the scene."
+            _INTRO
+            + _CURRENT.replace("last image", "image after the video")
+            + " The final image is a top-down map of the scene."
             " Which direction are you facing on the map? Answer with an integer number of degrees in (-180, 180]:"
             " 0 means facing the top of the map, positive values are counter-clockwise (turning left), negative clockwise."
         )
     if code.startswith("TDS"):
-        level = {"TDS-E": "photo-like renders without the ceiling", "TDS-M": "occupancy maps (walls and objects in black)", "TDS-H": "maps of the walls only"}[code]
-        return _INTRO + f" The four images A-D after the video are top-down views of scenes ({level}). Which one shows the scene in the video?" + _CHOICE
+        level = {
+            "TDS-E": "photo-like renders without the ceiling",
+            "TDS-M": "occupancy maps (walls and objects in black)",
+            "TDS-H": "maps of the walls only",
+        }[code]
+        return (
+            _INTRO
+            + f" The four images A-D after the video are top-down views of scenes ({level}). Which one shows the scene in the video?"
+            + _CHOICE
+        )
     if code == "Traj":
         return (
             "You are given a short video clip of an agent moving through an indoor scene. The four images A-D are the"

@@ -45,7 +45,9 @@ class Question:
 
     def for_agent(self) -> "Question":
         """The question as an agent may see it: no answer, no privileged metadata."""
-        return replace(self, answer=None, meta={k: v for k, v in self.meta.items() if k in PUBLIC_META}, _cache=self._cache)
+        return replace(
+            self, answer=None, meta={k: v for k, v in self.meta.items() if k in PUBLIC_META}, _cache=self._cache
+        )
 
     # ---------------------------------------------------------------- media access (lazy, cached)
     def _path(self, name: str) -> Path:
@@ -66,7 +68,9 @@ class Question:
         if isinstance(value, (str, Path)):
             obj = _cached_load(self._path(name))
         elif isinstance(value, list) and value and isinstance(value[0], (str, Path)):
-            obj = [_cached_load(Path(v) if Path(v).is_absolute() or self.root is None else self.root / v) for v in value]
+            obj = [
+                _cached_load(Path(v) if Path(v).is_absolute() or self.root is None else self.root / v) for v in value
+            ]
         else:
             obj = value
         self._cache[name] = obj
@@ -82,7 +86,15 @@ class Question:
                 media[k] = [str(x) for x in v]
             else:
                 raise TypeError(f"media {k!r} of {self.id} is in memory; write it to a file first")
-        return {"id": self.id, "subtask": self.subtask, "scene": self.scene, "prompt": self.prompt, "media": media, "answer": self.answer, "meta": _jsonable(self.meta)}
+        return {
+            "id": self.id,
+            "subtask": self.subtask,
+            "scene": self.scene,
+            "prompt": self.prompt,
+            "media": media,
+            "answer": self.answer,
+            "meta": _jsonable(self.meta),
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any], root: Path | None = None) -> "Question":
@@ -91,7 +103,16 @@ class Question:
             raise ValueError(f"question line lacks {missing}: {str(d)[:200]}")
         if d["subtask"] not in SUBTASKS:
             raise ValueError(f"question {d['id']}: unknown subtask {d['subtask']!r}")
-        return cls(id=d["id"], subtask=d["subtask"], scene=d["scene"], prompt=d["prompt"], media=d["media"], answer=d.get("answer"), meta=d.get("meta", {}), root=root)
+        return cls(
+            id=d["id"],
+            subtask=d["subtask"],
+            scene=d["scene"],
+            prompt=d["prompt"],
+            media=d["media"],
+            answer=d.get("answer"),
+            meta=d.get("meta", {}),
+            root=root,
+        )
 
 
 def _jsonable(x: Any) -> Any:
@@ -159,7 +180,15 @@ def load_stream(path: str | Path) -> list[CameraFrame] | CameraFrame:
     depth = arrays["depth"].astype(np.float32)
     depth[depth <= 0] = np.inf  # saved as 0: nothing measured
     frames = [
-        CameraFrame(rgb=rgb[i], depth=depth[i], K=K[i], T_world_cam=T[i], instance=None if inst is None else inst[i], labels=labels, step=int(step[i]))
+        CameraFrame(
+            rgb=rgb[i],
+            depth=depth[i],
+            K=K[i],
+            T_world_cam=T[i],
+            instance=None if inst is None else inst[i],
+            labels=labels,
+            step=int(step[i]),
+        )
         for i in range(n)
     ]
     return frames[0] if "single" in arrays else frames

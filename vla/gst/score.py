@@ -40,7 +40,9 @@ def score_one(question: dict[str, Any], prediction: str | None) -> tuple[Any, fl
     return parsed, score(kind, parsed, typed_truth(question))
 
 
-def score_predictions(questions: list[dict[str, Any]], predictions: dict[str, str], bootstrap: int = 1000) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def score_predictions(
+    questions: list[dict[str, Any]], predictions: dict[str, str], bootstrap: int = 1000
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Missing predictions score 0 (and are counted). Returns (scores, per-question rows)."""
     rows, pairs = [], []
     unknown = set(predictions) - {q["id"] for q in questions}
@@ -49,7 +51,16 @@ def score_predictions(questions: list[dict[str, Any]], predictions: dict[str, st
     for q in questions:
         pred = predictions.get(q["id"])
         parsed, s = score_one(q, pred)
-        rows.append({"id": q["id"], "subtask": q["subtask"], "prediction": pred, "parsed": parsed, "truth": typed_truth(q), "score": s})
+        rows.append(
+            {
+                "id": q["id"],
+                "subtask": q["subtask"],
+                "prediction": pred,
+                "parsed": parsed,
+                "truth": typed_truth(q),
+                "score": s,
+            }
+        )
         pairs.append((q["subtask"], s))
     result = aggregate(pairs, bootstrap=bootstrap)
     result["missing"] = sum(r["prediction"] is None for r in rows)
@@ -76,7 +87,11 @@ def plot_scores(scores: dict[str, Any], path: str | Path, label: str = "ours", r
     reference = load_reference() if reference is None else reference
     codes = [c for c in SUBTASKS if c in scores["per_subtask"]] + ["overall"]
     rows = [(label, {**scores["per_subtask"], "overall": scores["overall"]})]
-    rows += [((f"paper: {name}" if name != "chance" else "chance (uniform answers)"), vals) for name, vals in reference.items() if vals]
+    rows += [
+        ((f"paper: {name}" if name != "chance" else "chance (uniform answers)"), vals)
+        for name, vals in reference.items()
+        if vals
+    ]
     width = 0.8 / len(rows)
     fig, ax = plt.subplots(figsize=(13, 4.5))
     x = np.arange(len(codes))
@@ -87,11 +102,15 @@ def plot_scores(scores: dict[str, Any], path: str | Path, label: str = "ours", r
         present = [(xx, y) for xx, y in zip(xs, ys) if y is not None]
         if not present:
             continue
-        bars = ax.bar([p[0] for p in present], [p[1] for p in present], width, label=name, color=colours[i % len(colours)])
+        bars = ax.bar(
+            [p[0] for p in present], [p[1] for p in present], width, label=name, color=colours[i % len(colours)]
+        )
         if i == 0 and scores.get("ci95"):
             lo = [scores["ci95"].get(c, [y, y])[0] if c != "overall" else y for c, y in zip(codes, ys)]
             hi = [scores["ci95"].get(c, [y, y])[1] if c != "overall" else y for c, y in zip(codes, ys)]
-            ax.errorbar(xs, ys, yerr=[np.subtract(ys, lo), np.subtract(hi, ys)], fmt="none", ecolor="black", capsize=2, lw=0.8)
+            ax.errorbar(
+                xs, ys, yerr=[np.subtract(ys, lo), np.subtract(hi, ys)], fmt="none", ecolor="black", capsize=2, lw=0.8
+            )
         del bars
     ax.set_xticks(x, [f"{c}\n(n={scores['count'][c]})" if c in scores["count"] else c for c in codes], fontsize=8)
     ax.set_ylim(0, 105)

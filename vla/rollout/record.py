@@ -50,7 +50,14 @@ class _Stream:
         arr = np.asarray(value)
         if name not in self.group:
             compression = "lzf" if arr.ndim >= 2 else None
-            self.group.create_dataset(name, shape=(0,) + arr.shape, maxshape=(None,) + arr.shape, dtype=arr.dtype, chunks=(1,) + arr.shape, compression=compression)
+            self.group.create_dataset(
+                name,
+                shape=(0,) + arr.shape,
+                maxshape=(None,) + arr.shape,
+                dtype=arr.dtype,
+                chunks=(1,) + arr.shape,
+                compression=compression,
+            )
         ds = self.group[name]
         ds.resize(ds.shape[0] + 1, axis=0)
         ds[-1] = arr
@@ -82,7 +89,11 @@ class DemoRecorder(Subscriber):
         self._file["data"].attrs["language_instruction"] = episode.instruction
         names = episode.observation.extra.get("object_names", {}) if episode.observation else {}
         demo.attrs["instance_names"] = json.dumps({str(k): v for k, v in names.items()})
-        labels = next(iter(episode.observation.cameras.values())).labels if episode.observation and episode.observation.cameras else {}
+        labels = (
+            next(iter(episode.observation.cameras.values())).labels
+            if episode.observation and episode.observation.cameras
+            else {}
+        )
         demo.attrs["instance_labels"] = json.dumps({str(k): v for k, v in labels.items()})
         demo.attrs["trial"] = int(episode.key["trial"])
         self._prev = episode.observation

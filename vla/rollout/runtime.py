@@ -48,7 +48,9 @@ class Subscriber:
     def on_episode_start(self, episode: Episode) -> None:
         pass
 
-    def on_step(self, episode: Episode, action: np.ndarray, observation: Observation, reward: float, info: dict) -> None:
+    def on_step(
+        self, episode: Episode, action: np.ndarray, observation: Observation, reward: float, info: dict
+    ) -> None:
         pass
 
     def on_episode_end(self, episode: Episode, result: EpisodeResult) -> None:
@@ -93,7 +95,9 @@ def run_episode(
         success = bool(episode.info.get("success", False))
     except Exception as exc:  # noqa: BLE001 - any failure fails this episode only
         error = _error_text(exc)
-    result = EpisodeResult(success=success and error is None, steps=episode.step, seconds=time.perf_counter() - t0, error=error)
+    result = EpisodeResult(
+        success=success and error is None, steps=episode.step, seconds=time.perf_counter() - t0, error=error
+    )
     for s in subscribers:
         try:
             s.on_episode_end(episode, result)

@@ -76,7 +76,9 @@ class VideoWriter(Subscriber):
         if self._writer is None:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             self._tmp = self.out_dir / f".{episode_stem(episode.key)}.{os.getpid()}.tmp.mp4"
-            self._writer = imageio.get_writer(self._tmp, fps=self.fps, codec="libx264", macro_block_size=1, quality=7, pixelformat="yuv420p")
+            self._writer = imageio.get_writer(
+                self._tmp, fps=self.fps, codec="libx264", macro_block_size=1, quality=7, pixelformat="yuv420p"
+            )
         self._writer.append_data(frame)
 
     def on_episode_start(self, episode: Episode) -> None:
