@@ -290,7 +290,8 @@ def main() -> None:
             }
         )
         print(
-            f"scene {seed}: {len(views)} views, {summarise([r for r in loc_rows if r['scene'] == seed])['success_rate']:.2f} localised; "
+            f"scene {seed}: {len(views)} views, "
+            f"{summarise([r for r in loc_rows if r['scene'] == seed])['success_rate']:.2f} localised; "
             + ", ".join(f"{lv} {reg_rows[lv][-1]['error_m']:.3f} m" for lv in LEVELS),
             file=sys.stderr,
             flush=True,

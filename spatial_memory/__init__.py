@@ -6,7 +6,8 @@ Pure geometry: numpy and numba, nothing from a simulator or a model. Modules, on
 (``TopDownFrame``: world <-> map pixels <-> point grid), ``maps`` (what the memory's maps show),
 ``draw`` (map drawing shared with the environments), ``pose`` (what a camera pose answers),
 ``localize`` (pose of a view that comes without one), ``register`` (the memory's map against a given
-top-down image), ``serialization`` (file format), ``synthetic`` (box scenes and a ray caster), ``noise`` (perception-noise harness).
+top-down image), ``serialization`` (file format), ``synthetic`` (box scenes and a ray caster), ``noise``
+(perception-noise harness).
 """
 
 from .draw import box_footprint, compose_level, draw_arrow, draw_disk, draw_polyline, polygon_mask

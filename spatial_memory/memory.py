@@ -155,7 +155,10 @@ class SpatialMemory:
         )
 
     def __repr__(self) -> str:
-        return f"SpatialMemory(voxels={len(self.voxels)}, objects={len(self.registry)}, frames={self._n_frames}, voxel_size={self.config.voxel_size})"
+        return (
+            f"SpatialMemory(voxels={len(self.voxels)}, objects={len(self.registry)}, frames={self._n_frames}, "
+            f"voxel_size={self.config.voxel_size})"
+        )
 
     @property
     def n_frames(self) -> int:
@@ -175,7 +178,8 @@ class SpatialMemory:
         reach = np.abs(frame.T_world_cam[:3, 3]).max() + cfg.max_depth
         if reach >= 0.99 * kern.KEY_OFFSET * cfg.voxel_size:
             raise ValueError(
-                f"CameraFrame.T_world_cam translation {frame.T_world_cam[:3, 3].tolist()} is too far from the origin for voxel size {cfg.voxel_size}"
+                f"CameraFrame.T_world_cam translation {frame.T_world_cam[:3, 3].tolist()} "
+                f"is too far from the origin for voxel size {cfg.voxel_size}"
             )
         with self._lock:
             self._writable()
@@ -395,7 +399,7 @@ class SpatialMemory:
             draw_disk(img, frame, self.registry.a["center"][self.registry.resolve(t), :2], 5.0, RED)
         return img
 
-    # ================================================================================ views without a pose, maps without a frame
+    # ====================================================================== views without a pose, maps without a frame
     def localize(self, frame: CameraFrame, config: LocalizeConfig | None = None) -> Localization:
         """Where ``frame`` was taken, in the memory's frame, from the depth and objects it shows;
         ``frame.T_world_cam`` is ignored (a view that arrives without a pose). See :mod:`.localize`.
@@ -504,7 +508,8 @@ def _parse_boxes(boxes: Iterable, categories: Iterable[str] | None) -> list[tupl
                 pairs.append((b[0], b[1]))
             else:
                 raise ValueError(
-                    f"integrate_boxes: each box needs a category: give (category, box9) pairs, dicts with 'label' and 'bbox_3d', or categories=...; got {b!r}"
+                    "integrate_boxes: each box needs a category: give (category, box9) pairs, "
+                    f"dicts with 'label' and 'bbox_3d', or categories=...; got {b!r}"
                 )
     out = []
     for cat, box9 in pairs:

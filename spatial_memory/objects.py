@@ -175,7 +175,8 @@ class ObjectRegistry:
             if len(same) == 1:
                 return same[0]
             raise KeyError(
-                f"category {target!r} is ambiguous: {len(same)} objects in memory: {[self.ids[i] for i in same]}; name one by id"
+                f"category {target!r} is ambiguous: {len(same)} objects in memory: "
+                f"{[self.ids[i] for i in same]}; name one by id"
             )
         raise KeyError(f"no object {target!r} in memory; ids: {self.ids}; categories: {sorted(self._by_category)}")
 

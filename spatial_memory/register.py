@@ -467,7 +467,8 @@ def register_topdown(
         raise ValueError(f"unknown top-down level {level!r}; expected one of {LEVELS}")
     if not isinstance(image, np.ndarray) or image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
         raise ValueError(
-            f"register_topdown needs an HxWx3 uint8 image, got {getattr(image, 'dtype', type(image))} {getattr(image, 'shape', '')}"
+            "register_topdown needs an HxWx3 uint8 image, "
+            f"got {getattr(image, 'dtype', type(image))} {getattr(image, 'shape', '')}"
         )
     H, W = image.shape[:2]
 

@@ -130,7 +130,8 @@ class VoxelMap:
 
     # ------------------------------------------------------------------------------------ reading
     def field(self, name: str) -> np.ndarray:
-        """Read-only view of one per-voxel field over the used voxels (``ijk``, ``rgb``, ``w``, ``hits``, ``label``, ``vote``)."""
+        """Read-only view of one per-voxel field over the used voxels
+        (``ijk``, ``rgb``, ``w``, ``hits``, ``label``, ``vote``)."""
         if name not in _FIELDS:
             raise KeyError(f"no voxel field {name!r}; fields: {list(_FIELDS)}")
         array, col, _, _ = _FIELDS[name]
@@ -218,7 +219,8 @@ class VoxelMap:
             a = np.asarray(state[name])
             if a.dtype != dt or a.shape[1:] != shape or a.ndim != 1 + len(shape) or (n is not None and len(a) != n):
                 raise ValueError(
-                    f"voxel field {name!r} has dtype {a.dtype} and shape {a.shape}; expected {np.dtype(dt)} (N,{','.join(map(str, shape))})"
+                    f"voxel field {name!r} has dtype {a.dtype} and shape {a.shape}; "
+                    f"expected {np.dtype(dt)} (N,{','.join(map(str, shape))})"
                 )
             n = len(a)
         ijk = np.asarray(state["ijk"])

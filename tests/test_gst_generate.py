@@ -21,7 +21,8 @@ SCENES = 4
 GEN = [
     "gen.views=2",
     "gen.stride=3",
-    "gen.per_scene={EDv: 1, EDs: 1, EDistv: 1, EDists: 1, GPv: 1, GPs: 1, Pos: 1, Ori: 1, TDS-E: 1, TDS-M: 1, TDS-H: 1, Traj: 1}",
+    "gen.per_scene={EDv: 1, EDs: 1, EDistv: 1, EDists: 1, GPv: 1, GPs: 1, Pos: 1, Ori: 1, "
+    "TDS-E: 1, TDS-M: 1, TDS-H: 1, Traj: 1}",
 ]
 
 
@@ -180,11 +181,11 @@ def test_resume_regenerates_exactly_the_missing_scene(qdir, tmp_path):
     last_scene = json.loads(log[-1])["scene"]
     (copy / "generation.jsonl").write_text("".join(log[:-1]))
     lines = (copy / "questions.jsonl").read_text().splitlines(keepends=True)
-    kept = [l for l in lines if json.loads(l)["scene"] != last_scene]
+    kept = [line for line in lines if json.loads(line)["scene"] != last_scene]
     (copy / "questions.jsonl").write_text("".join(kept) + lines[-1][: len(lines[-1]) // 2])  # a torn line too
     assert gst_main(["generate", "split=test", f"scenes={SCENES}", f"out={copy}", "progress=false", *GEN]) == 0
-    a = [json.loads(l) for l in (qdir / "questions.jsonl").read_text().splitlines()]
-    b = [json.loads(l) for l in (copy / "questions.jsonl").read_text().splitlines()]
+    a = [json.loads(line) for line in (qdir / "questions.jsonl").read_text().splitlines()]
+    b = [json.loads(line) for line in (copy / "questions.jsonl").read_text().splitlines()]
     key = lambda r: r["id"]  # noqa: E731
     assert [(r["id"], r["answer"]) for r in sorted(a, key=key)] == [(r["id"], r["answer"]) for r in sorted(b, key=key)]
 
@@ -226,5 +227,5 @@ def test_scoring_perfect_garbage_missing_and_random(qdir, tmp_path):
     )
     r = json.loads((tmp_path / "r" / "scores.json").read_text())
     assert set(r) >= {"overall", "per_subtask", "count", "ci95"} and 0 < r["overall"] < 60
-    preds = [json.loads(l) for l in (tmp_path / "r" / "predictions.jsonl").read_text().splitlines()]
+    preds = [json.loads(line) for line in (tmp_path / "r" / "predictions.jsonl").read_text().splitlines()]
     assert len(preds) == len(qs) and all(p["prediction"] for p in preds)

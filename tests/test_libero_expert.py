@@ -62,25 +62,26 @@ def test_expert_solves_episode(envs, suite, task_id, trial):
     env = envs(suite, task_id)
     success, steps, expert = run_episode(env, trial)
     assert success, (
-        f"{suite} task {task_id} trial {trial}: no success in {steps} steps (phase {expert.phase}, {expert.regrasps} re-grasps)"
+        f"{suite} task {task_id} trial {trial}: no success in {steps} steps "
+        f"(phase {expert.phase}, {expert.regrasps} re-grasps)"
     )
     assert steps <= env.max_episode_steps
 
 
 def test_box_separation():
-    I = np.eye(3)
+    R = np.eye(3)
     h = np.array([0.5, 0.5, 0.5])
     # unit cubes 1.5 apart along x: 0.5 gap; overlapping by 0.2: -0.2
-    assert box_separation([0, 0, 0], I, h, [[1.5, 0, 0], [0.8, 0, 0]], [I, I], [h, h]) == pytest.approx([0.5, -0.2])
+    assert box_separation([0, 0, 0], R, h, [[1.5, 0, 0], [0.8, 0, 0]], [R, R], [h, h]) == pytest.approx([0.5, -0.2])
     # a cube turned 45 degrees about z reaches sqrt(0.5) along x
     c, s_ = np.cos(np.pi / 4), np.sin(np.pi / 4)
     Rz = np.array([[c, -s_, 0], [s_, c, 0], [0, 0, 1]])
-    gap = box_separation([0, 0, 0], I, h, [2.0, 0, 0], Rz, h)
+    gap = box_separation([0, 0, 0], R, h, [2.0, 0, 0], Rz, h)
     assert gap == pytest.approx(2.0 - 0.5 - np.sqrt(0.5))
     # a thin wall between two boxes does not hide the overlap of either
     wall = np.array([0.002, 0.5, 0.5])
     assert box_separation(
-        [[0.0, 0, 0], [0.0, 0, 0]], I, [h, h], [[0.499, 0, 0], [0.6, 0, 0]], [I, I], [wall, wall]
+        [[0.0, 0, 0], [0.0, 0, 0]], R, [h, h], [[0.499, 0, 0], [0.6, 0, 0]], [R, R], [wall, wall]
     ) == pytest.approx([-0.003, 0.098])
 
 

@@ -19,7 +19,7 @@ FAST_ENV = {"name": "libero", "suite": "libero_spatial", "render": False, "hard_
 
 
 def lines(path: Path) -> list[dict]:
-    return [json.loads(l) for l in path.read_text().splitlines()]
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def run_cli(*args, timeout=600):

@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
 
         plot_scores(gst, Path(args.out) / "gst_scores.png", label="memory agent, mid-episode")
         print(
-            f"GST mid-episode: overall {gst['overall']:.1f} over {sum(gst['count'].values())} questions -> {args.out}/gst_scores.png"
+            f"GST mid-episode: overall {gst['overall']:.1f} over {sum(gst['count'].values())} questions "
+            f"-> {args.out}/gst_scores.png"
         )
     videos = sorted((Path(args.out) / "videos").glob("*.mp4"))
     if videos:

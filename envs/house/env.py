@@ -105,7 +105,8 @@ class HouseEnv(VLAEnv):
                 target = self.scene.spec.item(options["target"])
             except KeyError:
                 raise ValueError(
-                    f"unknown target object {options['target']!r}; objects: {sorted(it.id for it in self.scene.spec.items)}"
+                    f"unknown target object {options['target']!r}; "
+                    f"objects: {sorted(it.id for it in self.scene.spec.items)}"
                 ) from None
         self.episode = make_episode(self.scene, int(trial), target=target, start=options.get("start"))
         self.target_item = self.scene.spec.item(self.episode.target_id)

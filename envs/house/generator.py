@@ -737,7 +737,8 @@ def generate_house(seed: int, params: GenParams | None = None) -> HouseSpec:
         break
     else:
         raise ValueError(
-            f"cannot lay out {params.min_rooms}-{params.max_rooms} rooms in a {params.min_side_m}-{params.max_side_m} m footprint"
+            f"cannot lay out {params.min_rooms}-{params.max_rooms} rooms "
+            f"in a {params.min_side_m}-{params.max_side_m} m footprint"
         )
     types = _room_types(rng, rects)
     names = _name_rooms(types)

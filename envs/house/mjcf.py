@@ -82,12 +82,14 @@ def build_xml(spec: HouseSpec, camera: CameraSpec, topdown: TopDownFrame, use_me
     W, H = spec.size
     # ground (outside, white and unlit so the top-down background is white)
     geoms.append(
-        f'<geom name="ground" type="box" size="{_f(W + 50, H + 50, 0.01)}" pos="{_f(W / 2, H / 2, -0.06)}" material="ground" group="{GROUP_GROUND}"/>'
+        f'<geom name="ground" type="box" size="{_f(W + 50, H + 50, 0.01)}" pos="{_f(W / 2, H / 2, -0.06)}" '
+        f'material="ground" group="{GROUP_GROUND}"/>'
     )
     for k, room in enumerate(spec.rooms):
         x0, y0, x1, y1 = room.rect
         geoms.append(
-            f'<geom name="floor_{k}" type="box" size="{_f((x1 - x0) / 2, (y1 - y0) / 2, 0.01)}" pos="{_f((x0 + x1) / 2, (y0 + y1) / 2, -0.01)}" '
+            f'<geom name="floor_{k}" type="box" size="{_f((x1 - x0) / 2, (y1 - y0) / 2, 0.01)}" '
+            f'pos="{_f((x0 + x1) / 2, (y0 + y1) / 2, -0.01)}" '
             f'material="{mat(room.floor_rgba)}" group="{GROUP_STRUCTURE}"/>'
         )
         geoms.append(
@@ -96,7 +98,8 @@ def build_xml(spec: HouseSpec, camera: CameraSpec, topdown: TopDownFrame, use_me
         )
     for k, w in enumerate(spec.walls):
         geoms.append(
-            f'<geom name="wall_{k}" type="box" size="{_f(*(np.array(w.size) / 2))}" pos="{_f(*w.center)}" material="{mat(spec.wall_rgba)}" group="{GROUP_STRUCTURE}"/>'
+            f'<geom name="wall_{k}" type="box" size="{_f(*(np.array(w.size) / 2))}" pos="{_f(*w.center)}" '
+            f'material="{mat(spec.wall_rgba)}" group="{GROUP_STRUCTURE}"/>'
         )
     for it in spec.items:
         P = np.array(it.position)
@@ -107,7 +110,8 @@ def build_xml(spec: HouseSpec, camera: CameraSpec, topdown: TopDownFrame, use_me
                 if assets_dir is None:  # meshes unavailable: the part's box stands in
                     pos = P + _rot(it.yaw, part.pos)
                     geoms.append(
-                        f'<geom name="{name}" type="box" size="{_f(*part.size)}" pos="{_f(*pos)}" quat="{_f(*_quat_z(it.yaw))}" material="{m}" group="{GROUP_ITEMS}"/>'
+                        f'<geom name="{name}" type="box" size="{_f(*part.size)}" pos="{_f(*pos)}" '
+                        f'quat="{_f(*_quat_z(it.yaw))}" material="{m}" group="{GROUP_ITEMS}"/>'
                     )
                     continue
                 g = MESHES[part.mesh]
@@ -127,12 +131,14 @@ def build_xml(spec: HouseSpec, camera: CameraSpec, topdown: TopDownFrame, use_me
                     verts, faces = mesh_xml_arrays(part.mesh, key[1])
                     meshes.append(f'<mesh name="{mesh_names[key]}" vertex="{verts}" face="{faces}"/>')
                 geoms.append(
-                    f'<geom name="{name}" type="mesh" mesh="{mesh_names[key]}" pos="{_f(*pos)}" quat="{q}" material="{m}" group="{GROUP_ITEMS}"/>'
+                    f'<geom name="{name}" type="mesh" mesh="{mesh_names[key]}" pos="{_f(*pos)}" quat="{q}" '
+                    f'material="{m}" group="{GROUP_ITEMS}"/>'
                 )
                 continue
             pos = P + _rot(it.yaw, part.pos)
             geoms.append(
-                f'<geom name="{name}" type="{part.shape}" size="{_f(*part.size)}" pos="{_f(*pos)}" quat="{_f(*_quat_z(it.yaw))}" material="{m}" group="{GROUP_ITEMS}"/>'
+                f'<geom name="{name}" type="{part.shape}" size="{_f(*part.size)}" pos="{_f(*pos)}" '
+                f'quat="{_f(*_quat_z(it.yaw))}" material="{m}" group="{GROUP_ITEMS}"/>'
             )
     lights = []
     # OpenGL's fixed pipeline lights 8 sources (the headlight is one): the 7 largest rooms get a lamp
@@ -141,8 +147,9 @@ def build_xml(spec: HouseSpec, camera: CameraSpec, topdown: TopDownFrame, use_me
         room = spec.rooms[k]
         c = room.center
         lights.append(
-            f'<light name="light_{k}" pos="{_f(c[0], c[1], WALL_HEIGHT - 0.05)}" dir="0 0 -1" directional="false" castshadow="false" '
-            f'diffuse="0.26 0.26 0.25" specular="0 0 0" attenuation="1 0 0" cutoff="85" exponent="1"/>'
+            f'<light name="light_{k}" pos="{_f(c[0], c[1], WALL_HEIGHT - 0.05)}" dir="0 0 -1" directional="false" '
+            'castshadow="false" diffuse="0.26 0.26 0.25" specular="0 0 0" attenuation="1 0 0" '
+            'cutoff="85" exponent="1"/>'
         )
     x0, y0, x1, y1 = topdown.bounds
     mat_xml = "".join(
@@ -151,6 +158,14 @@ def build_xml(spec: HouseSpec, camera: CameraSpec, topdown: TopDownFrame, use_me
     )
     offw = max(camera.width, topdown.width)
     offh = max(camera.height, topdown.height)
+    topdown_cam = (
+        f'<camera name="topdown" mode="fixed" projection="orthographic" fovy="{_f(y1 - y0)}" '
+        f'pos="{_f((x0 + x1) / 2, (y0 + y1) / 2, TOPDOWN_HEIGHT)}" quat="1 0 0 0"/>'
+    )
+    ego_cam = (
+        f'<camera name="ego" mode="fixed" fovy="{camera.fovy}" pos="{_f(0, 0, camera.mount_height)}" '
+        f'xyaxes="{_f(*mujoco_cam_xyaxes(camera.pitch_deg))}"/>'
+    )
     return f"""<mujoco model="house_{spec.seed}">
   <compiler angle="radian" autolimits="true"/>
   <statistic extent="{EXTENT}" center="{_f(W / 2, H / 2, 1)}"/>
@@ -170,9 +185,9 @@ def build_xml(spec: HouseSpec, camera: CameraSpec, topdown: TopDownFrame, use_me
   <worldbody>
     {"".join(geoms)}
     {"".join(lights)}
-    <camera name="topdown" mode="fixed" projection="orthographic" fovy="{_f(y1 - y0)}" pos="{_f((x0 + x1) / 2, (y0 + y1) / 2, TOPDOWN_HEIGHT)}" quat="1 0 0 0"/>
+    {topdown_cam}
     <body name="agent" mocap="true" pos="{_f(W / 2, H / 2, 0)}">
-      <camera name="ego" mode="fixed" fovy="{camera.fovy}" pos="{_f(0, 0, camera.mount_height)}" xyaxes="{_f(*mujoco_cam_xyaxes(camera.pitch_deg))}"/>
+      {ego_cam}
     </body>
   </worldbody>
 </mujoco>"""

@@ -140,7 +140,8 @@ class HouseScene:
     # ------------------------------------------------------------------------------------------
     # visibility (ray casting on the MuJoCo model, no rendering)
     def line_of_sight(self, p_from: np.ndarray, p_to: np.ndarray, instance_id: int) -> bool:
-        """True when the first thing on the segment p_from -> p_to (walls, furniture, objects) belongs to ``instance_id``."""
+        """True when the first thing on the segment p_from -> p_to (walls, furniture, objects) belongs to
+        ``instance_id``."""
         vec = np.asarray(p_to, dtype=np.float64) - np.asarray(p_from, dtype=np.float64)
         length = float(np.linalg.norm(vec))
         if length < 1e-9:

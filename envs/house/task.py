@@ -112,7 +112,8 @@ def make_episode(
     rc = scene.grid.world_to_cell(start[:2])
     if not np.isfinite(dist[rc[0], rc[1]]):
         raise ValueError(
-            f"start pose {np.round(start, 3).tolist()} cannot reach object {target.id!r} (it is cut off from the goal region)"
+            f"start pose {np.round(start, 3).tolist()} cannot reach object {target.id!r} "
+            "(it is cut off from the goal region)"
         )
     return Episode(
         trial=int(trial),

@@ -200,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     n = len(read_manifest())
     print(
-        f"LIBERO config: {cfg}\nassets: {root} -> {Path(root).resolve()}\n{n} assets match the manifest ({hashed} hashed now)"
+        f"LIBERO config: {cfg}\nassets: {root} -> {Path(root).resolve()}\n"
+        f"{n} assets match the manifest ({hashed} hashed now)"
     )
     return 0
 

@@ -151,12 +151,14 @@ class PickPlaceExpert:
         goal = se.parsed_problem["goal_state"]
         if len(goal) != 1:
             raise NotImplementedError(
-                f"PickPlaceExpert handles a single On/In pick-and-place goal; {self.env.task.name} has {len(goal)} predicates: {goal}"
+                f"PickPlaceExpert handles a single On/In pick-and-place goal; "
+                f"{self.env.task.name} has {len(goal)} predicates: {goal}"
             )
         pred = [str(x) for x in goal[0]]
         if pred[0].lower() not in SUPPORTED or len(pred) != 3:
             raise NotImplementedError(
-                f"PickPlaceExpert does not support the goal predicate {pred} of {self.env.task.name} (only 'on'/'in' pick-and-place)"
+                f"PickPlaceExpert does not support the goal predicate {pred} of {self.env.task.name} "
+                "(only 'on'/'in' pick-and-place)"
             )
         obj, target = pred[1], pred[2]
         if obj not in se.objects_dict:
@@ -173,7 +175,8 @@ class PickPlaceExpert:
             state = getattr(se, "object_states_dict", {}).get(target)
             if state is not None and state.is_close():
                 raise NotImplementedError(
-                    f"PickPlaceExpert: the goal {pred} needs {target!r} opened first (articulated and closed); only pick-and-place is supported"
+                    f"PickPlaceExpert: the goal {pred} needs {target!r} opened first (articulated and closed); "
+                    "only pick-and-place is supported"
                 )
         self.relation, self.obj, self.target = pred[0].lower(), obj, target
         self.model, self.data = se.sim.model._model, se.sim.data._data

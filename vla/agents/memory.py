@@ -6,8 +6,8 @@ option ``camera``) and asks the :class:`~vla.agents.navigation.MemoryNavigator` 
 base's ``[forward_m, left_m, yaw_rad]`` (LIBERO's arm) it holds still (zero actions) and only
 remembers, unless option ``driver`` names another agent that acts (``agent.driver=scripted``, or
 any ``"pkg.mod:Class"`` such as a learned policy): the memory then rides along, fusing the same
-frames, and the memory alone answers questions. The memory is ``agent.memory`` (a fresh one per episode), for mid-episode questions and
-for inspection. Navigation: docs/NAVIGATION.md.
+frames, and the memory alone answers questions. The memory is ``agent.memory`` (a fresh one per
+episode), for mid-episode questions and for inspection. Navigation: docs/NAVIGATION.md.
 
     agent = MemoryAgent(seed=0)                    # or make_agent({"name": "memory", ...})
     agent.bind(env); agent.reset(obs.instruction)

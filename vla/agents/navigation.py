@@ -125,12 +125,14 @@ class NavigatorConfig:
     def __post_init__(self) -> None:
         if not (self.cell_m > 0 and self.map_extent_m > 4 * self.cell_m):
             raise ValueError(
-                f"NavigatorConfig needs cell_m > 0 and a map extent of several cells, got {self.cell_m}, {self.map_extent_m}"
+                "NavigatorConfig needs cell_m > 0 and a map extent of several cells, "
+                f"got {self.cell_m}, {self.map_extent_m}"
             )
         lo, hi = self.obstacle_band_m
         if not lo < hi or self.floor_max_z_m > lo:
             raise ValueError(
-                f"NavigatorConfig needs floor_max_z_m <= obstacle_band_m[0] < obstacle_band_m[1], got {self.floor_max_z_m}, {self.obstacle_band_m}"
+                "NavigatorConfig needs floor_max_z_m <= obstacle_band_m[0] < obstacle_band_m[1], "
+                f"got {self.floor_max_z_m}, {self.obstacle_band_m}"
             )
         if self.approach_max_m < self.approach_m or self.approach_m <= 0:
             raise ValueError("NavigatorConfig needs 0 < approach_m <= approach_max_m")
@@ -632,7 +634,8 @@ class MemoryNavigator:
         low, high = np.asarray(low, dtype=np.float64).ravel(), np.asarray(high, dtype=np.float64).ravel()
         if low.shape != (3,) or high.shape != (3,):
             raise ValueError(
-                f"the navigator needs a 3-dim action space [forward_m, left_m, yaw_rad], got bounds of shape {low.shape}"
+                "the navigator needs a 3-dim action space [forward_m, left_m, yaw_rad], "
+                f"got bounds of shape {low.shape}"
             )
         m = np.minimum(np.abs(low), np.abs(high))
         self.limits = Limits(float(high[0]), float(m[1]), float(m[2]))

@@ -344,7 +344,8 @@ def plan(spec: EvalSpec) -> tuple[dict[int, str], list[tuple[int, int, str]]]:
     for t in ids:
         if spec.trials_per_task > infos[t].num_trials:
             raise ValueError(
-                f"eval.trials_per_task={spec.trials_per_task} but task {t} ({infos[t].name}) has only {infos[t].num_trials} initial states"
+                f"eval.trials_per_task={spec.trials_per_task} but task {t} ({infos[t].name}) "
+                f"has only {infos[t].num_trials} initial states"
             )
     episodes = [(t, k, infos[t].name) for t in ids for k in range(int(spec.trials_per_task))]
     return {t: infos[t].name for t in ids}, episodes

@@ -81,7 +81,8 @@ class MemoryAnswerer:
         if live is not None and live.n_frames > 0 and (mid_episode or question.current_pose is not None):
             return live
         stream = question.get("stream")
-        # a mid-episode stream without a live memory is a list that grows between checkpoints: its length is part of the key
+        # a mid-episode stream without a live memory is a list that grows between checkpoints:
+        # its length is part of the key
         key = (stream_ref if isinstance(stream_ref, (str, Path)) else (id(stream), len(stream)), question.root)
         if key != self._cache_key:
             memory = self._new_memory()

@@ -62,7 +62,8 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
     env_cfg = dict(cfg["env"])
     if env_cfg["name"] != "house":
         raise ValueError(
-            f"offline GST generation needs env=house (got env={env_cfg['name']}); LIBERO supports mid-episode questions only (docs/GST.md)"
+            f"offline GST generation needs env=house (got env={env_cfg['name']}); "
+            "LIBERO supports mid-episode questions only (docs/GST.md)"
         )
     first, n = int(cfg["first_scene"]), int(cfg["scenes"])
     if n < 1:

@@ -35,7 +35,8 @@ def prompt(code: str, category: str | None = None) -> str:
         return (
             _INTRO
             + _CURRENT
-            + f" {t[0].upper() + t[1:]} is not visible in your current view. In which direction is it, relative to the direction you are facing?"
+            + f" {t[0].upper() + t[1:]} is not visible in your current view."
+            + " In which direction is it, relative to the direction you are facing?"
             + _ANGLE
         )
     if code in ("EDistv", "EDists"):
@@ -60,7 +61,8 @@ def prompt(code: str, category: str | None = None) -> str:
             + _CURRENT.replace("last image", "image after the video")
             + " The final image is a top-down map of the scene."
             " Which direction are you facing on the map? Answer with an integer number of degrees in (-180, 180]:"
-            " 0 means facing the top of the map, positive values are counter-clockwise (turning left), negative clockwise."
+            " 0 means facing the top of the map, positive values are counter-clockwise (turning left),"
+            " negative clockwise."
         )
     if code.startswith("TDS"):
         level = {
@@ -70,13 +72,15 @@ def prompt(code: str, category: str | None = None) -> str:
         }[code]
         return (
             _INTRO
-            + f" The four images A-D after the video are top-down views of scenes ({level}). Which one shows the scene in the video?"
+            + f" The four images A-D after the video are top-down views of scenes ({level})."
+            + " Which one shows the scene in the video?"
             + _CHOICE
         )
     if code == "Traj":
         return (
             "You are given a short video clip of an agent moving through an indoor scene. The four images A-D are the"
-            " same top-down map, each with a red trajectory; a blue dot marks its start. Which trajectory did the agent follow in the clip?"
+            + " same top-down map, each with a red trajectory; a blue dot marks its start."
+            + " Which trajectory did the agent follow in the clip?"
             + _CHOICE
         )
     raise AssertionError(code)

@@ -44,8 +44,9 @@ class VideoWriter(Subscriber):
 
     Frames: the cameras beside the agent's live map when the agent draws one (``agent.live_map()``,
     e.g. the memory agent's top-down map with its trajectory), else ``env.video_frame(episode)`` when
-    the env defines it (e.g. the ego view beside the ground-truth map), else the cameras side by side. Frames stream to a temporary file, so a
-    long episode costs no memory; the file is renamed or deleted when the episode ends.
+    the env defines it (e.g. the ego view beside the ground-truth map), else the cameras side by side.
+    Frames stream to a temporary file, so a long episode costs no memory; the file is renamed or
+    deleted when the episode ends.
     """
 
     def __init__(self, out_dir: str | Path, mode: str = "failures", fps: int = 20) -> None:
