@@ -1,142 +1,31 @@
-"""The contract every environment implements (DESIGN §3).
+"""The contract every environment implements (docs/ARCHITECTURE.md, "Contracts").
 
-An environment is a ``gymnasium.Env`` whose observations are :class:`Observation` objects (what a
-policy may see) and which exposes privileged :class:`SceneTruth` (for experts, question generation
-and scoring only; never shown to a policy). Environments are grouped in *families* (``libero``,
-``house``, ...) registered in :mod:`envs.registry`; a family lists its tasks and builds one env per
-task, and an episode is a ``(task_id, trial)`` pair.
+An environment is a ``gymnasium.Env`` whose observations are :class:`~envs.observation.Observation`
+objects (what a policy may see; a flat plain-data dict via ``to_dict()``), which declares what it
+emits and accepts in an :class:`~envs.spec.EnvSpec` (``env.env_spec``), and which exposes privileged
+:class:`~envs.truth.SceneTruth` (for experts, question generation and scoring only; never shown to
+a policy). Environments are grouped in *families* (``libero``, ``house``, ...) registered in
+:mod:`envs.registry`; a family lists its tasks and builds one env per task, and an episode is a
+``(task_id, trial)`` pair.
+
+Optional capabilities are declared protocols, checked with ``isinstance``: :class:`HasTopDownMaps`
+(ground-truth maps on a shared frame), :class:`RecordsDemos` (what an official-format dataset file
+stores besides observations).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
 
-from spatial_memory.frame import CameraFrame
+from spatial_memory.lattice import CellLattice
 
-
-@dataclass(frozen=True, eq=False)
-class Box:
-    """An oriented 3D box in the world frame: ``R`` is world-from-box, ``size`` the full extents."""
-
-    center: np.ndarray
-    size: np.ndarray
-    R: np.ndarray = field(default_factory=lambda: np.eye(3))
-
-    def corners(self) -> np.ndarray:
-        signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=np.float64)
-        return (signs * (np.asarray(self.size) / 2)) @ np.asarray(self.R).T + np.asarray(self.center)
-
-    def contains(self, p_world: np.ndarray, margin: float = 0.0) -> np.ndarray:
-        """Boolean per point of Nx3 ``p_world``: inside the box grown by ``margin`` on every side."""
-        p_box = (np.asarray(p_world, dtype=np.float64) - self.center) @ np.asarray(self.R)
-        return np.all(np.abs(p_box) <= np.asarray(self.size) / 2 + margin, axis=-1)
-
-
-@dataclass(frozen=True, eq=False)
-class ObjectTruth:
-    """One object: unique ``id`` (e.g. ``akita_black_bowl_1``), ``category`` (``akita_black_bowl``),
-    world pose (``position``, ``R`` world-from-object), its 3D ``box``, and the id it has in the
-    instance masks (``None`` when it has none)."""
-
-    id: str
-    category: str
-    position: np.ndarray
-    R: np.ndarray
-    box: Box
-    instance_id: int | None = None
-
-
-class CellLattice:
-    """World xy <-> (row, col) on a lattice of square cells: rows along y, columns along x, cell
-    (row, col) centred at ``(x0 + (col + 0.5) * resolution, y0 + (row + 0.5) * resolution)``."""
-
-    x0: float
-    y0: float
-    resolution: float
-
-    def world_to_cell(self, xy: np.ndarray) -> np.ndarray:
-        xy = np.asarray(xy, dtype=np.float64)
-        return np.stack(
-            [np.floor((xy[..., 1] - self.y0) / self.resolution), np.floor((xy[..., 0] - self.x0) / self.resolution)], -1
-        ).astype(np.int64)
-
-    def cell_to_world(self, rc: np.ndarray) -> np.ndarray:
-        rc = np.asarray(rc, dtype=np.float64)
-        return np.stack(
-            [self.x0 + (rc[..., 1] + 0.5) * self.resolution, self.y0 + (rc[..., 0] + 0.5) * self.resolution], -1
-        )
-
-
-@dataclass(frozen=True, eq=False)
-class NavGrid(CellLattice):
-    """Navigable area: ``free[row, col]`` True where an agent of ``agent_radius`` may stand.
-
-    Cell (row, col) has its centre at world ``(x0 + (col + 0.5) * resolution, y0 + (row + 0.5) * resolution)``.
-    """
-
-    free: np.ndarray
-    x0: float
-    y0: float
-    resolution: float
-    agent_radius: float
-
-    def is_free(self, xy: np.ndarray) -> np.ndarray:
-        rc = self.world_to_cell(xy)
-        h, w = self.free.shape
-        ok = (rc[..., 0] >= 0) & (rc[..., 0] < h) & (rc[..., 1] >= 0) & (rc[..., 1] < w)
-        out = np.zeros(ok.shape, dtype=bool)
-        out[ok] = self.free[rc[..., 0][ok], rc[..., 1][ok]]
-        return out
-
-
-@dataclass(frozen=True, eq=False)
-class Room:
-    name: str
-    polygon: np.ndarray  # Nx2 world xy, counter-clockwise
-
-
-@dataclass(frozen=True, eq=False)
-class SceneTruth:
-    """Privileged ground truth of the current scene state (world frame, z up, metres)."""
-
-    objects: tuple[ObjectTruth, ...]
-    bounds: tuple[float, float, float, float]  # xmin, ymin, xmax, ymax of the scene's floor area
-    T_world_agent: np.ndarray  # agent base pose (4x4)
-    walls: tuple[Box, ...] = ()
-    rooms: tuple[Room, ...] = ()
-    navigable: NavGrid | None = None
-    T_world_odom: np.ndarray = field(default_factory=lambda: np.eye(4))  # where the agent's odometry frame is
-
-    def object(self, object_id: str) -> ObjectTruth:
-        for o in self.objects:
-            if o.id == object_id:
-                return o
-        raise KeyError(f"no object {object_id!r} in the scene; objects: {sorted(o.id for o in self.objects)}")
-
-    def by_category(self, category: str) -> list[ObjectTruth]:
-        return [o for o in self.objects if o.category == category]
-
-
-@dataclass(eq=False)
-class Observation:
-    """What a policy may see at one step.
-
-    cameras: named :class:`CameraFrame`s (empty when rendering is off). Their ``T_world_cam`` is in
-    the robot's own reference frame (LIBERO: the fixed world of the table; mobile robots: the
-    odometry frame that starts at the robot's first pose). state: proprioception (LIBERO: 8-dim
-    eef pos, eef axis-angle, gripper qpos; house: odometry ``[x, y, yaw]``). instruction: the task
-    in words. step: steps taken since reset (after any settling steps).
-    """
-
-    cameras: dict[str, CameraFrame]
-    state: np.ndarray
-    instruction: str
-    step: int
-    extra: dict[str, Any] = field(default_factory=dict)
+from .observation import Observation, check_plain
+from .spec import ActionSpec, ArraySpec, CameraSpec, EnvSpec
+from .truth import Box, NavGrid, ObjectTruth, Room, SceneTruth
 
 
 @dataclass(frozen=True)
@@ -147,9 +36,18 @@ class TaskInfo:
     max_steps: int
     num_trials: int  # how many distinct initial states (trials) the task defines
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "name": self.name,
+            "instruction": self.instruction,
+            "max_steps": self.max_steps,
+            "num_trials": self.num_trials,
+        }
+
 
 class Expert(Protocol):
-    """A privileged scripted policy built by an env from its own scene truth."""
+    """A privileged scripted policy built by an env (``env.expert()``) from its own scene truth."""
 
     def reset(self) -> None: ...
 
@@ -157,12 +55,18 @@ class Expert(Protocol):
 
 
 class VLAEnv(gym.Env):
-    """Base class: gymnasium API plus privileged access. ``info['success']`` after every step."""
+    """Base class: gymnasium API, the env's :class:`EnvSpec`, privileged access. ``info['success']``
+    after every step."""
 
     metadata = {"render_modes": ["rgb_array"]}
     instruction: str = ""
     max_episode_steps: int = 0
     task: TaskInfo
+
+    @property
+    def env_spec(self) -> EnvSpec:
+        """What this env emits and accepts (named ``env_spec``: gymnasium's ``spec`` is its registry entry)."""
+        raise NotImplementedError(f"{type(self).__name__} does not declare its EnvSpec")
 
     def scene_truth(self) -> SceneTruth:
         raise NotImplementedError
@@ -170,9 +74,34 @@ class VLAEnv(gym.Env):
     def expert(self) -> Expert:
         raise NotImplementedError(f"{type(self).__name__} has no scripted expert")
 
-    def topdown_frame(self):
-        """The shared :class:`~spatial_memory.topdown.TopDownFrame` of this scene (None if the env has no map)."""
-        return None
+
+@runtime_checkable
+class HasTopDownMaps(Protocol):
+    """Ground-truth top-down maps of the scene on one shared frame (privileged: for questions)."""
+
+    def topdown_frame(self) -> Any: ...
+
+    def topdown_map(self, level: str) -> np.ndarray: ...
+
+
+@runtime_checkable
+class DrawsVideoFrame(Protocol):
+    """``video_frame(episode)``: the env's own picture of the moment for videos (e.g. ego view + map)."""
+
+    def video_frame(self, episode: Any = None) -> np.ndarray: ...
+
+
+@runtime_checkable
+class RecordsDemos(Protocol):
+    """What an official-format demonstration file stores besides observations (``record=``)."""
+
+    record_names: dict[str, str]  # camera name -> dataset key prefix
+
+    def sim_state(self) -> np.ndarray: ...
+
+    def dataset_attrs(self) -> dict[str, str]: ...
+
+    def instance_names(self) -> dict[int, str]: ...
 
 
 def check_action(action: Any, space: gym.spaces.Box) -> np.ndarray:
@@ -186,3 +115,26 @@ def check_action(action: Any, space: gym.spaces.Box) -> np.ndarray:
     if not np.all(np.isfinite(a)):
         raise ValueError(f"action contains NaN or inf: {a.tolist()}")
     return np.clip(a, space.low, space.high)
+
+
+__all__ = [
+    "ActionSpec",
+    "ArraySpec",
+    "Box",
+    "CameraSpec",
+    "CellLattice",
+    "DrawsVideoFrame",
+    "EnvSpec",
+    "Expert",
+    "HasTopDownMaps",
+    "NavGrid",
+    "ObjectTruth",
+    "Observation",
+    "RecordsDemos",
+    "Room",
+    "SceneTruth",
+    "TaskInfo",
+    "VLAEnv",
+    "check_action",
+    "check_plain",
+]

@@ -195,7 +195,9 @@ def main() -> None:
     ap.add_argument("--scenes", type=int, default=10)
     ap.add_argument("--first-seed", type=int, default=900000)
     ap.add_argument("--views", type=int, default=30, help="current views per scene")
-    ap.add_argument("--stride", type=int, default=2, help="video = every stride-th route pose (as vla/gst/material.py)")
+    ap.add_argument(
+        "--stride", type=int, default=2, help="video = every stride-th route pose (as envs/house/material.py)"
+    )
     ap.add_argument("--offset", type=float, nargs=2, default=(0.5, 2.5), help="distance of a view from the route (m)")
     ap.add_argument("--min-overlap", type=float, default=0.5)
     ap.add_argument("--association", choices=("instance", "proximity"), default="instance")

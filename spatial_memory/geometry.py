@@ -113,9 +113,18 @@ def project(K: np.ndarray, p_cam: np.ndarray) -> np.ndarray:
 
 
 def wrap_deg(angle: np.ndarray | float) -> np.ndarray | float:
-    """Wrap degrees to (-180, 180]."""
+    """Wrap degrees to (-180, 180] (the project's one range for angles: left turns positive)."""
     a = np.mod(np.asarray(angle, dtype=np.float64) + 180.0, 360.0) - 180.0
     a = np.where(a == -180.0, 180.0, a)
+    return float(a) if np.ndim(a) == 0 else a
+
+
+def wrap_angle(angle: np.ndarray | float) -> np.ndarray | float:
+    """Wrap radians to (-pi, pi], the same half-open range as :func:`wrap_deg` (pi stays pi, -pi becomes pi)."""
+    x = np.asarray(angle, dtype=np.float64)
+    a = np.mod(x + np.pi, 2 * np.pi) - np.pi
+    a = np.where(a <= -np.pi, a + 2 * np.pi, a)
+    a = np.where((x > -np.pi) & (x <= np.pi), x, a)  # in range: exactly unchanged
     return float(a) if np.ndim(a) == 0 else a
 
 

@@ -16,7 +16,8 @@ class NanAgent(RandomAgent):
 
     name = "nan"
 
-    def reset(self, instruction):
+    def reset(self, instruction, spec):
+        super().reset(instruction, spec)
         self.t = 0
 
     def act(self, observation):

@@ -31,7 +31,7 @@ def test_observation_contract(rendered):
         assert f.instance.dtype == np.int32
         assert f.K[0, 0] < 0 < f.K[1, 1]  # rot180 = mirrored view, described exactly by fx < 0
         assert np.allclose(f.T_world_cam[:3, :3].T @ f.T_world_cam[:3, :3], np.eye(3), atol=1e-6)
-    names = obs.extra["object_names"]
+    names = env.instance_names()
     assert names[1] == "akita_black_bowl_1"
     assert obs.cameras["agentview"].labels[1] == "akita_black_bowl"
     assert info["success"] is False

@@ -9,7 +9,6 @@ real memory, the agent reading nothing but the action space).
 from __future__ import annotations
 
 import math
-import types
 
 import numpy as np
 import pytest
@@ -314,7 +313,7 @@ def test_closed_loop_synthetic_apartment(target, start):
             state=pose.copy(),
             instruction=f"go to the {target}",
             step=t,
-            extra={"blocked": blocked},
+            sensors={"blocked": blocked},
         )
         a = nav.act(obs, mem)
         phases.add(nav.phase)
@@ -332,17 +331,14 @@ def test_closed_loop_synthetic_apartment(target, start):
 
 # ================================================================== the agent shell
 def test_memory_agent_reads_only_the_action_space():
-    import gymnasium as gym
 
     from vla.agents import make_agent
     from vla.agents.memory import MemoryAgent
 
-    space = gym.spaces.Box(
-        low=np.array([-0.2, -0.1, -0.3], dtype=np.float32), high=np.array([0.2, 0.1, 0.3], dtype=np.float32)
-    )
+    spec = _spec(low=[-0.2, -0.1, -0.3], high=[0.2, 0.1, 0.3])
     agent = make_agent({"name": "memory", "navigator": {"approach_m": 0.6}})
     assert isinstance(agent, MemoryAgent)
-    agent.bind(types.SimpleNamespace(action_space=space))  # an env with nothing else to read
+    agent.reset("go to the bed", spec)  # the spec is all it gets of the env
     lim = agent.navigator.limits
     assert (lim.max_forward, lim.max_left, lim.max_turn) == pytest.approx((0.2, 0.1, 0.3))
     assert agent.navigator.config.approach_m == 0.6
@@ -372,17 +368,14 @@ def test_memory_agent_config_composes():
 
 def test_memory_agent_holds_still_with_an_arm_action_space():
     """With an action space that is not a base's (LIBERO's 7-dim arm), it remembers but does not move."""
-    import gymnasium as gym
 
     from envs.base import Observation
     from spatial_memory.geometry import look_at
     from spatial_memory.synthetic import default_camera, tabletop_scene
     from vla.agents.memory import MemoryAgent
 
-    space = gym.spaces.Box(low=-np.ones(7, dtype=np.float32), high=np.ones(7, dtype=np.float32))
     agent = MemoryAgent()
-    agent.bind(types.SimpleNamespace(action_space=space))
-    agent.reset("put the mug on the plate")
+    agent.reset("put the mug on the plate", _spec([-1.0] * 7, [1.0] * 7, names=[f"a{i}" for i in range(7)]))
     assert agent.memory.config.voxel_size == pytest.approx(0.01)  # "auto": tabletop scale
     scene = tabletop_scene()
     frame = scene.render(look_at(np.array([0.0, -1.0, 1.6]), np.array([0.0, 0.0, 0.9])), default_camera(64, 64), 64, 64)
@@ -402,10 +395,11 @@ def test_memory_rides_along_a_driver():
     env = make_env({"name": "house", "seed": 900001, "max_steps": 40, "use_meshes": False}, 0)
     try:
         agent = make_agent({"name": "memory", "driver": "scripted"}, seed=0)
+        assert agent.privileged  # its driver is
         agent.bind(env)
         expert = env.expert()
         obs, _ = env.reset(options={"trial": 0})
-        agent.reset(obs.instruction)
+        agent.reset(obs.instruction, env.env_spec)
         expert.reset()
         for step in range(15):
             a, b = agent.act(obs), expert.act(obs)
@@ -420,9 +414,15 @@ def test_memory_rides_along_a_driver():
         make_agent({"name": "memory", "driver": "memory"})
 
 
+def _spec(low, high, names=("forward_m", "left_m", "yaw_rad")):
+    from envs.spec import ActionSpec, ArraySpec, EnvSpec
+
+    return EnvSpec("test", ActionSpec(tuple(low), tuple(high), tuple(names)), ArraySpec((3,), "float64"))
+
+
 # ================================================================== a real house episode
 def test_house_episode_reaches_a_nearby_target():
-    """Real env, real memory: the agent binds to the env's action space only and reaches the target."""
+    """Real env, real memory: the agent gets the env's spec only and reaches the target."""
     from envs.registry import make_env
     from vla.agents.memory import MemoryAgent
     from vla.config import compose
@@ -438,13 +438,10 @@ def test_house_episode_reaches_a_nearby_target():
             geo[k] = info["geodesic_start_m"]
         trial = min(geo, key=geo.get)
 
-        class OnlyActionSpace:
-            action_space = env.action_space
-
         agent = MemoryAgent(seed=0)
-        agent.bind(OnlyActionSpace())
+        assert not agent.privileged
         obs, info = env.reset(options={"trial": trial})
-        agent.reset(obs.instruction)
+        agent.reset(obs.instruction, env.env_spec)
         for step in range(150):
             obs, _, terminated, truncated, info = env.step(agent.act(obs))
             if terminated or truncated:
@@ -460,7 +457,7 @@ def test_house_episode_reaches_a_nearby_target():
 def _episode_stats(env, agent, trial: int) -> dict:
     """One episode with path length and SPL (the test reads the true pose; the agent does not)."""
     obs, info = env.reset(options={"trial": trial})
-    agent.reset(obs.instruction)
+    agent.reset(obs.instruction, env.env_spec)
     prev, path, steps = env.agent_pose(), 0.0, 0
     for steps in range(1, env.max_episode_steps + 1):
         obs, _, terminated, truncated, info = env.step(agent.act(obs))
@@ -496,7 +493,8 @@ def test_navigation_benchmark():
         env = make_env(env_cfg, task)
         try:
             for name, agent in (("memory", MemoryAgent()), ("scripted", ScriptedAgent())):
-                agent.bind(env)
+                if agent.privileged:
+                    agent.bind(env)
                 for trial in range(trials):
                     rows[name].append({"task": task, "trial": trial, **_episode_stats(env, agent, trial)})
         finally:

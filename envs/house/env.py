@@ -11,7 +11,7 @@ finiteness) and clipped to the configured limits; see :mod:`.agent` for the moti
 Observations (:class:`Observation`): ``cameras["ego"]`` is a :class:`CameraFrame` (RGB, depth in
 metres, instance ids with ``labels`` for the ids in view, K, and ``T_world_cam`` **in the odometry
 frame**: origin at the agent's pose at reset on the floor, x forward, z up); ``state`` is the
-odometry pose ``[x, y, yaw]``; ``extra["blocked"]`` tells whether the last move bumped (a bump
+odometry pose ``[x, y, yaw]``; ``sensors["blocked"]`` tells whether the last move bumped (a bump
 sensor). Instance id 0 is everything structural (floors, walls, ceiling); only furniture and small
 objects have ids. ``scene_truth()`` (world frame, privileged) gives ``T_world_odom``.
 
@@ -28,7 +28,17 @@ import cv2
 import gymnasium as gym
 import numpy as np
 
-from envs.base import Observation, SceneTruth, TaskInfo, VLAEnv, check_action
+from envs.base import (
+    ActionSpec,
+    ArraySpec,
+    CameraSpec,
+    EnvSpec,
+    Observation,
+    SceneTruth,
+    TaskInfo,
+    VLAEnv,
+    check_action,
+)
 from spatial_memory.frame import CameraFrame
 from spatial_memory.topdown import LEVELS, TopDownFrame
 
@@ -151,9 +161,22 @@ class HouseEnv(VLAEnv):
             state=self.odom_pose(),
             instruction=self.instruction,
             step=self._step,
-            extra={"blocked": bool(blocked)},
+            sensors={"blocked": bool(blocked)},
         )
         return obs, info
+
+    @property
+    def env_spec(self) -> EnvSpec:
+        c = self.cfg
+        return EnvSpec(
+            family="house",
+            action=ActionSpec.from_space(self.action_space, ("forward_m", "left_m", "yaw_rad")),
+            state=ArraySpec((3,), "float64", ("x_m", "y_m", "yaw_rad")),
+            cameras=(CameraSpec("ego", c.height, c.width, depth=True, instance=True),),
+            sensors={"blocked": ArraySpec((), "bool")},
+            task=self.task.to_dict(),
+            info={"frame": "odometry: origin at the start pose on the floor, x forward, z up", "split": c.split},
+        )
 
     def render(self) -> np.ndarray:
         """Video frame: the ego view and (render_map) the easy top-down map with the trajectory, side by side."""

@@ -15,6 +15,7 @@ import numpy as np
 from envs.base import TaskInfo
 
 from .config import HouseConfig
+from .material import HOUSE_SUBTASKS
 
 INSTRUCTION = "go to the named object (the target is set per trial; read obs.instruction after reset)"
 
@@ -41,3 +42,37 @@ class HouseFamily:
         task_id = int(task_id)
         task = TaskInfo(task_id, f"house_{seeds[task_id]}", INSTRUCTION, c.max_steps, c.num_trials)
         return HouseEnv(c, seeds[task_id], task)
+
+    # ------------------------------------------------------------------ GST questions (envs.material.QuestionSource)
+    offline = True
+    subtasks = HOUSE_SUBTASKS
+
+    def question_camera(self, camera_names: list[str]) -> str:
+        return "ego" if "ego" in camera_names else camera_names[0]
+
+    def scene_name(self, env) -> str:
+        from .config import split_of
+
+        return f"house/{split_of(env.scene.seed) or env.cfg.split}/{env.scene.seed}"
+
+    def live_material(self, env, name: str, frames, cache: dict):
+        from .material import house_live_material
+
+        if "maps" not in cache:
+            cache["maps"] = {lvl: env.topdown_map(lvl) for lvl in ("easy", "medium", "hard")}
+        return house_live_material(env, name, frames, maps=cache["maps"])
+
+    def tds_pool(self, env, cache: dict) -> dict:
+        from .material import house_distractor_maps
+
+        if "maps" not in cache:
+            cache["maps"] = {lvl: env.topdown_map(lvl) for lvl in ("easy", "medium", "hard")}
+        pool = {self.scene_name(env): cache["maps"]}
+        for other, maps in house_distractor_maps(env, 3):
+            pool.setdefault(other, maps)
+        return pool
+
+    def offline_material(self, env, name: str, stride: int = 2, seed: int = 0):
+        from .material import house_material
+
+        return house_material(env, name, stride=stride, seed=seed)

@@ -4,8 +4,10 @@
   steps inside ``reset``, 256x256 images rotated 180 degrees, 7-dim delta-EEF action in [-1, 1],
   8-dim state, success = the env's own goal predicate (``info["success"]``).
 * Observations carry ``agentview`` and ``wrist`` :class:`CameraFrame`s: RGB, metric depth,
-  instance masks (``labels`` = category; ``extra["object_names"]`` = instance id -> object name),
-  ``K`` and ``T_world_cam``. ``render=False`` drops all cameras (fast scripted rollouts).
+  instance masks (``labels`` = category; :meth:`LiberoEnv.instance_names` = instance id -> object
+  name), ``K`` and ``T_world_cam``; ``sensors`` hold joint_states, gripper_states, ee_states and
+  robot_state (what LIBERO's datasets store). ``render=False`` drops all cameras (fast scripted
+  rollouts). ``env.env_spec`` declares all of it.
 * The simulator (and its GL context) is created on the first ``reset``, so an env object can be
   built in a parent process and used after ``fork``. Call ``close()`` when done.
 """
@@ -20,11 +22,14 @@ import numpy as np
 from spatial_memory.frame import CameraFrame
 
 from .. import _gl
-from ..base import Observation, SceneTruth, TaskInfo, VLAEnv, check_action
+from ..base import ActionSpec, ArraySpec, CameraSpec, EnvSpec, Observation, SceneTruth, TaskInfo, VLAEnv, check_action
 from . import camera, suites
 from .truth import categories, scene_truth
 
 CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
+# OSC_POSE delta end-effector action and the 8-dim state of the protocol
+ACTION_NAMES = ("dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper")
+STATE_NAMES = ("eef_x", "eef_y", "eef_z", "eef_ax", "eef_ay", "eef_az", "gripper_left", "gripper_right")
 # dataset key prefixes of the official LIBERO HDF5 files
 RECORD_NAMES = {"agentview": "agentview", "wrist": "eye_in_hand"}
 
@@ -207,7 +212,7 @@ class LiberoEnv(VLAEnv):
             [raw["robot0_eef_pos"], quat_xyzw_to_axis_angle(raw["robot0_eef_quat"]), raw["robot0_gripper_qpos"]]
         ).astype(np.float32)
         frames: dict[str, CameraFrame] = {}
-        extra: dict[str, Any] = {}
+        sensors: dict[str, Any] = {}
         if self.render_cameras:
             model, data = self._env.sim.model._model, self._env.sim.data._data
             names = self._object_names()
@@ -235,16 +240,47 @@ class LiberoEnv(VLAEnv):
                     labels=labels if inst is not None else {},
                     step=self._steps,
                 )
-            extra["object_names"] = names
-        extra["joint_states"] = np.asarray(raw["robot0_joint_pos"], dtype=np.float32)
-        extra["gripper_states"] = np.asarray(raw["robot0_gripper_qpos"], dtype=np.float32)
-        extra["ee_states"] = state[:6].copy()
-        extra["robot_state"] = np.concatenate(
+        sensors["joint_states"] = np.asarray(raw["robot0_joint_pos"], dtype=np.float32)
+        sensors["gripper_states"] = np.asarray(raw["robot0_gripper_qpos"], dtype=np.float32)
+        sensors["ee_states"] = state[:6].copy()
+        sensors["robot_state"] = np.concatenate(
             [raw["robot0_gripper_qpos"], raw["robot0_eef_pos"], raw["robot0_eef_quat"]]
         )
-        return Observation(cameras=frames, state=state, instruction=self.instruction, step=self._steps, extra=extra)
+        return Observation(cameras=frames, state=state, instruction=self.instruction, step=self._steps, sensors=sensors)
+
+    @property
+    def env_spec(self) -> EnvSpec:
+        cams = tuple(
+            CameraSpec(c, self.resolution, self.resolution, depth=True, instance=self.segmentation)
+            for c in self.cameras
+        )
+        return EnvSpec(
+            family="libero",
+            action=ActionSpec.from_space(self.action_space, ACTION_NAMES),
+            state=ArraySpec((8,), "float32", STATE_NAMES),
+            cameras=cams if self.render_cameras else (),
+            sensors={
+                "joint_states": ArraySpec((7,), "float32"),
+                "gripper_states": ArraySpec((2,), "float32"),
+                "ee_states": ArraySpec((6,), "float32"),
+                "robot_state": ArraySpec((9,), "float64"),
+            },
+            task={**self.task.to_dict(), "suite": self.suite},
+            info={
+                "orientation": self.orientation,
+                "controller": self.controller,
+                "settle_steps": self.settle_steps,
+                "gripper": "-1 open, +1 close",
+            },
+        )
 
     # ------------------------------------------------------------------ privileged
+    def instance_names(self) -> dict[int, str]:
+        """Instance id (in the cameras' masks) -> LIBERO object name (privileged: the simulator's own names)."""
+        if self._env is None:
+            raise RuntimeError("call reset() before instance_names()")
+        return self._object_names()
+
     def scene_truth(self) -> SceneTruth:
         if self._env is None:
             raise RuntimeError("call reset() before scene_truth()")

@@ -7,6 +7,7 @@ from typing import Any
 from ..base import TaskInfo
 from . import suites
 from .env import LiberoEnv
+from .material import LIBERO_SUBTASKS, libero_live_material
 
 DEFAULTS: dict[str, Any] = {
     "suite": "libero_spatial",
@@ -42,3 +43,23 @@ class LiberoFamily:
         suite = opts.pop("suite")
         opts["cameras"] = tuple(opts["cameras"])
         return LiberoEnv(suite, task_id, **opts)
+
+    # ------------------------------------------------------------------ GST questions (envs.material.QuestionSource)
+    offline = False
+    subtasks = LIBERO_SUBTASKS
+
+    def question_camera(self, camera_names: list[str]) -> str:
+        # the agentview camera sees the whole table: nothing is ever out of its view
+        return "wrist" if "wrist" in camera_names else camera_names[0]
+
+    def scene_name(self, env) -> str:
+        return f"{env.suite}/task{env.task_id}"
+
+    def live_material(self, env, name: str, frames, cache: dict):
+        return libero_live_material(env, name, frames)
+
+    def tds_pool(self, env, cache: dict) -> dict:
+        return {}  # no TDS questions on a tabletop (docs/GST.md)
+
+    def offline_material(self, env, name: str, stride: int = 2, seed: int = 0):
+        raise ValueError("LIBERO supports mid-episode GST questions only (docs/GST.md); offline sets need env=house")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .base import Agent, PrivilegedAgent
+from .base import Agent, DrawsLiveMap, HasLiveMemory, PrivilegedAgent, Seedable, check_agent, is_privileged
 
 _AGENTS = {
     "random": "vla.agents.random:RandomAgent",
@@ -20,7 +20,8 @@ def agent_names() -> list[str]:
 
 def make_agent(cfg: dict[str, Any], seed: int = 0) -> Agent:
     """Build an agent from its config: ``name`` is a registered agent or ``"package.module:Class"``
-    (any class implementing the :class:`Agent` protocol, constructed as ``Class(seed=..., **rest)``)."""
+    (any class implementing the :class:`Agent` protocol, constructed as ``Class(seed=..., **rest)``);
+    an object that does not implement the protocol is refused here, with what is missing."""
     cfg = dict(cfg)
     name = cfg.pop("name", None)
     target = _AGENTS.get(name) if isinstance(name, str) else None
@@ -34,9 +35,20 @@ def make_agent(cfg: dict[str, Any], seed: int = 0) -> Agent:
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"cannot import agent {target!r}: {exc}") from exc
     try:
-        return cls(seed=seed, **cfg)
+        agent = cls(seed=seed, **cfg)
     except TypeError as exc:
         raise ValueError(f"bad options for agent {name!r}: {exc}") from exc
+    return check_agent(agent)
 
 
-__all__ = ["Agent", "PrivilegedAgent", "make_agent", "agent_names"]
+__all__ = [
+    "Agent",
+    "PrivilegedAgent",
+    "Seedable",
+    "DrawsLiveMap",
+    "HasLiveMemory",
+    "check_agent",
+    "is_privileged",
+    "make_agent",
+    "agent_names",
+]

@@ -1,27 +1,38 @@
-"""The agent protocol (DESIGN §3): what the rollout loop and the GST questioner talk to.
+"""The agent protocol: what the rollout loop, the GST questioner and the server talk to.
 
-``reset(instruction)`` at the start of an episode, ``act(observation) -> action`` every step and
-``answer(question) -> str`` when asked a spatial question mid-episode (free text, parsed by the
-GST harness). A learned policy implements exactly this and drops into the loop unchanged.
+``reset(instruction, spec)`` at the start of an episode (``spec``: the env's
+:class:`~envs.spec.EnvSpec` -- action bounds, cameras, state layout; the only thing of the env a
+policy receives), ``act(observation) -> action`` every step and ``answer(question) -> str`` when
+asked a spatial question (free text, parsed by the GST harness). A learned policy implements
+exactly this and drops into the loop unchanged.
 
-Privileged agents (scripted experts) additionally implement ``bind(env)``; the loop calls it before
-``reset`` so they can read scene truth. A policy never receives the env.
+**Privileged agents** (scripted experts, which plan on scene truth) declare ``privileged = True``
+and implement ``bind(env)``; the loop calls ``bind`` before ``reset`` for them and for no one
+else: a non-privileged agent never receives the env (the loop checks, see
+:func:`vla.rollout.runtime.run_episode`).
+
+Optional capabilities are declared protocols, checked with ``isinstance`` (never ``hasattr``):
+:class:`Seedable` (per-episode seeds from the evaluator), :class:`DrawsLiveMap` (a picture of the
+agent's map for videos), :class:`HasLiveMemory` (a live :class:`~spatial_memory.SpatialMemory`
+that servers and viewers may query).
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from envs.base import Observation
+from envs.observation import Observation
+from envs.spec import EnvSpec
 
 
 @runtime_checkable
 class Agent(Protocol):
     name: str
 
-    def reset(self, instruction: str) -> None: ...
+    def reset(self, instruction: str, spec: EnvSpec) -> None: ...
 
     def act(self, observation: Observation) -> np.ndarray: ...
 
@@ -30,4 +41,63 @@ class Agent(Protocol):
 
 @runtime_checkable
 class PrivilegedAgent(Agent, Protocol):
+    privileged: bool
+
     def bind(self, env: Any) -> None: ...
+
+
+@runtime_checkable
+class Seedable(Protocol):
+    def seed(self, seed: int | tuple[int, ...]) -> None: ...
+
+
+@runtime_checkable
+class DrawsLiveMap(Protocol):
+    def live_map(self) -> np.ndarray | None: ...
+
+
+@runtime_checkable
+class HasLiveMemory(Protocol):
+    """``live_memory()``: the agent's current :class:`~spatial_memory.SpatialMemory` (None before
+    the first frame). Readers in other threads must query a ``snapshot()`` of it."""
+
+    def live_memory(self) -> Any: ...
+
+
+def is_privileged(agent: Any) -> bool:
+    """Whether ``agent`` declared itself privileged (``privileged = True`` and a ``bind`` method)."""
+    return getattr(agent, "privileged", False) is True and callable(getattr(agent, "bind", None))
+
+
+def check_agent(agent: Any) -> Any:
+    """``agent`` if it implements the protocol; a ``ValueError`` that says what is missing otherwise
+    (at construction, not mid-episode)."""
+    name = type(agent).__name__
+    for method in ("reset", "act", "answer"):
+        if not callable(getattr(agent, method, None)):
+            raise ValueError(
+                f"agent {name} has no {method}() method; agents implement reset(instruction, spec), "
+                "act(obs), answer(question)"
+            )
+    try:
+        params = [
+            p
+            for p in inspect.signature(agent.reset).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        return agent
+    if len(params) < 2 and not any(
+        p.kind == p.VAR_POSITIONAL for p in inspect.signature(agent.reset).parameters.values()
+    ):
+        raise ValueError(
+            f"agent {name}.reset() must take (instruction, spec): the EnvSpec replaces bind(env) "
+            "for non-privileged agents"
+        )
+    if callable(getattr(agent, "bind", None)) and not isinstance(getattr(agent, "privileged", None), bool):
+        # a bind() that would silently never be called; wrappers declare privileged = False explicitly
+        raise ValueError(
+            f"agent {name} has bind(env) but does not declare privileged = True (or False); a policy gets "
+            "the EnvSpec in reset() instead"
+        )
+    return agent

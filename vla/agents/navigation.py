@@ -3,7 +3,7 @@
 ``MemoryNavigator.act(obs, memory)`` turns "go to the <category>" into base actions
 ``[forward_m, left_m, yaw_rad]``. The caller integrates the frame into the memory before ``act``.
 Nothing here reads an env: only the observation (ego frame, odometry ``obs.state``, the bump flag
-``obs.extra["blocked"]``), the memory and the action limits.
+``obs.sensors["blocked"]``), the memory and the action limits.
 
 Each step the navigator rebuilds a 2D grid in the odometry frame (the memory's frame):
 
@@ -32,7 +32,7 @@ the target does not show is blacklisted and the next one tried. Paths are follow
 at it while turning towards it, and turning on the spot first when it lies more than
 ``turn_in_place_deg`` off the view (the camera sees where the base goes).
 
-Bumps (``obs.extra["blocked"]``, e.g. a low object below the view): a holonomic base probes short
+Bumps (``obs.sensors["blocked"]``, e.g. a low object below the view): a holonomic base probes short
 moves fanning out around the blocked direction (this threads gaps narrower than the map can
 resolve); if one gets through it carries on, else the spot ahead is forbidden and an obstacle arc
 is assumed in front. When nothing is reachable, lethal cells are relaxed in two levels (down to
@@ -691,7 +691,7 @@ class MemoryNavigator:
         if self._turns_left < 0:
             hfov = self._half_fovs(frame)[1] * 2
             self._turns_left = max(0, int(math.ceil((2 * math.pi - hfov) / self.limits.max_turn - 1e-6)))
-        blocked = bool(getattr(obs, "extra", {}).get("blocked", False))
+        blocked = bool(obs.sensors.get("blocked", False))
         probe = None
         if self._probe is not None and not blocked:
             self._event("a probe got through")

@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from envs.base import Observation
+from envs.observation import Observation
+from envs.spec import EnvSpec
 
 
 class RandomAgent:
@@ -14,22 +15,22 @@ class RandomAgent:
 
     def __init__(self, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)
-        self._space = None
+        self._low: np.ndarray | None = None
+        self._high: np.ndarray | None = None
 
     def seed(self, seed: int | tuple[int, ...]) -> None:
         self.rng = np.random.default_rng(seed)
 
-    def bind(self, env: Any) -> None:
-        # only the action space's bounds are read: a random agent knows what it may send, nothing else
-        self._space = env.action_space
-
-    def reset(self, instruction: str) -> None:
-        pass
+    def reset(self, instruction: str, spec: EnvSpec) -> None:
+        # only the action bounds are read: a random agent knows what it may send, nothing else
+        self._low, self._high = np.asarray(spec.action.low), np.asarray(spec.action.high)
 
     def act(self, observation: Observation) -> np.ndarray:
-        if self._space is None:
-            raise RuntimeError("RandomAgent needs the env's action space (the rollout loop binds it)")
-        return self.rng.uniform(self._space.low, self._space.high)
+        if self._low is None:
+            raise RuntimeError(
+                "RandomAgent needs reset(instruction, spec) before act(): the spec holds the action bounds"
+            )
+        return self.rng.uniform(self._low, self._high)
 
     def answer(self, question: Any) -> str:
         from vla.gst.answers import random_answer  # the answer spaces live with the GST harness

@@ -6,11 +6,13 @@ from typing import Any
 
 import numpy as np
 
-from envs.base import Observation
+from envs.observation import Observation
+from envs.spec import EnvSpec
 
 
 class ScriptedAgent:
     name = "scripted"
+    privileged = True  # the loop binds it to the env; its expert plans on scene truth
 
     def __init__(self, seed: int = 0) -> None:
         self._env = None
@@ -23,9 +25,9 @@ class ScriptedAgent:
         if env is not self._env:
             self._env, self._expert = env, env.expert()
 
-    def reset(self, instruction: str) -> None:
+    def reset(self, instruction: str, spec: EnvSpec) -> None:
         if self._expert is None:
-            raise RuntimeError("ScriptedAgent must be bound to an env before reset()")
+            raise RuntimeError("ScriptedAgent is privileged: bind(env) before reset() (the rollout loop does)")
         self._expert.reset()
 
     def act(self, observation: Observation) -> np.ndarray:

@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from envs.registry import list_tasks, make_env
 
-from ..agents import make_agent
+from ..agents import Seedable, make_agent
 from ..rollout.record import DemoRecorder, merge_demos
 from ..rollout.runtime import Subscriber, run_episode
 from ..rollout.video import VIDEO_MODES, VideoWriter
@@ -113,7 +113,7 @@ class EpisodeRunner:
             error = f"{type(exc).__name__}: {exc}"
         if error is not None:
             return {**key, "success": False, "steps": 0, "seconds": 0.0, "error": f"env construction failed: {error}"}
-        if hasattr(self.agent, "seed"):
+        if isinstance(self.agent, Seedable):
             self.agent.seed((self.spec.seed, task_id, trial))
         result = run_episode(self._env, self.agent, key, self.subscribers, seed=self.spec.seed)
         return {
@@ -268,59 +268,6 @@ def _run_pool(spec: EvalSpec, todo: deque, on_result: Callable[[dict[str, Any]],
         raise
 
 
-class GSTLog:
-    """``gst.jsonl``: every mid-episode question with its answer and score, one line each.
-
-    Lines of an episode are written before the episode's own line in ``episodes.jsonl``; lines of
-    episodes that never finished (a killed run) are dropped when the log opens, so a resumed run
-    asks them again and nothing is counted twice.
-    """
-
-    def __init__(self, path: Path, store: EpisodeStore) -> None:
-        import json
-
-        self.path = path
-        self.rows: list[dict[str, Any]] = []
-        if path.exists():
-            keep = []
-            for line in path.read_text().splitlines(keepends=True):
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue
-                if line.endswith("\n") and (int(row["task_id"]), int(row["trial"])) in store:
-                    keep.append(line)
-                    self.rows.append(row)
-            tmp = path.with_suffix(".jsonl.tmp")
-            tmp.write_text("".join(keep))
-            os.replace(tmp, path)
-        self._fh = None
-
-    def append(self, rec: dict[str, Any], rows: list[dict[str, Any]] | None) -> None:
-        import json
-
-        if not rows:
-            return
-        if self._fh is None:
-            self._fh = open(self.path, "a", encoding="utf-8")
-        for row in rows:
-            full = {"suite": rec["suite"], "task_id": rec["task_id"], "trial": rec["trial"], **row}
-            self._fh.write(json.dumps(full, default=lambda x: x.tolist() if hasattr(x, "tolist") else str(x)) + "\n")
-            self.rows.append(full)
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-
-    def summary(self, selected: set[tuple[int, int]]) -> dict[str, Any]:
-        from ..gst.metrics import aggregate
-
-        rows = [r for r in self.rows if (int(r["task_id"]), int(r["trial"])) in selected]
-        return aggregate([(r["subtask"], float(r["score"])) for r in rows], bootstrap=200)
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-
-
 # ----------------------------------------------------------------------------- entry point
 def _check_writable(out: Path) -> None:
     try:
@@ -369,7 +316,9 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
         write_json_atomic(run_file, identity)
 
     store = EpisodeStore(out / "episodes.jsonl")
-    gst_log = GSTLog(out / "gst.jsonl", store)
+    logs = [log for sub in build_subscribers(spec) for log in sub.episode_logs(out)]
+    for log in logs:
+        log.open((int(r["task_id"]), int(r["trial"])) for r in store)
     todo = deque(e for e in episodes if (e[0], e[1]) not in store)
     header = {"env": spec.env["name"], "suite": suite_name(spec.env), "agent": spec.agent["name"], "seed": spec.seed}
     selected = {(t, k) for t, k, _ in episodes}
@@ -377,8 +326,10 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
     def current_summary(complete: bool) -> dict[str, Any]:
         recs = [r for r in store if (int(r["task_id"]), int(r["trial"])) in selected]
         summary = {**summarize(recs, tasks, header), "complete": complete, "planned": len(episodes)}
-        if gst_log.rows:
-            summary["gst"] = gst_log.summary(selected)
+        for log in logs:
+            part = log.summary(selected)
+            if part is not None:
+                summary[log.summary_key] = part
         return summary
 
     done = len(episodes) - len(todo)
@@ -394,9 +345,8 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
     last_summary = [0.0]
 
     def on_result(rec: dict[str, Any]) -> None:
-        gst_log.append(
-            rec, rec.pop("gst_questions", None)
-        )  # questions first: an episode line means all of it is on disk
+        for log in logs:  # side rows first: an episode line means all of it is on disk
+            log.append(rec, rec.pop(log.field, None))
         store.append(rec)
         s = current_summary(False)
         bar.set_postfix_str(
@@ -425,7 +375,8 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
         summary = current_summary(complete=not todo and all((t, k) in store for t, k, _ in episodes))
         write_json_atomic(out / "summary.json", summary)
         store.close()
-        gst_log.close()
+        for log in logs:
+            log.close()
     if spec.record:
         merge_demos(spec.record, tasks)
     return summary

@@ -55,15 +55,18 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
 
     from envs.registry import list_tasks, make_env
 
+    from envs.material import QuestionSource
+    from envs.registry import family
+
     from .generate import GenConfig, QuestionGenerator
-    from .material import house_material
     from .media import MediaWriter
 
     env_cfg = dict(cfg["env"])
-    if env_cfg["name"] != "house":
+    source = family(env_cfg["name"])
+    if not isinstance(source, QuestionSource) or not source.offline:
         raise ValueError(
-            f"offline GST generation needs env=house (got env={env_cfg['name']}); "
-            "LIBERO supports mid-episode questions only (docs/GST.md)"
+            f"env={env_cfg['name']} has no offline GST question sets (env=house has; "
+            "LIBERO supports mid-episode questions only, docs/GST.md)"
         )
     first, n = int(cfg["first_scene"]), int(cfg["scenes"])
     if n < 1:
@@ -112,7 +115,7 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
             env = make_env(env_cfg, t.task_id)
             try:
                 env.reset(options={"trial": 0})
-                material = house_material(env, name, stride=stride, seed=int(cfg["gen"]["seed"]))
+                material = source.offline_material(env, name, stride=stride, seed=int(cfg["gen"]["seed"]))
                 material.maps = pool[name]  # the same images the distractor pool holds
                 gen.filtered.clear()
                 gen.start_scene(int(name.rsplit("/", 1)[-1]))
@@ -163,9 +166,9 @@ def evaluate_questions(cfg: dict[str, Any]) -> dict[str, Any]:
     questions = load_questions(cfg["questions"])
     out = Path(cfg["out"])
     out.mkdir(parents=True, exist_ok=True)
-    agent = make_agent(cfg["agent"], seed=0)
-    if not hasattr(agent, "answer"):
-        raise ValueError(f"agent {cfg['agent']['name']!r} cannot answer questions")
+    from vla.agents.base import Seedable
+
+    agent = make_agent(cfg["agent"], seed=0)  # checks the protocol, answer() included
     ppath = out / "predictions.jsonl"
     done = {r["id"] for r in _read_jsonl_tolerant(ppath)}
     todo = [q for q in questions if q.id not in done]
@@ -178,7 +181,7 @@ def evaluate_questions(cfg: dict[str, Any]) -> dict[str, Any]:
             initial=len(done),
             total=len(questions),
         ):
-            if hasattr(agent, "seed"):
+            if isinstance(agent, Seedable):
                 agent.seed((0, zlib.crc32(q.id.encode())))
             try:
                 text = agent.answer(q.for_agent())

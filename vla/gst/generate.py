@@ -25,7 +25,7 @@ import numpy as np
 from spatial_memory.frame import CameraFrame
 from spatial_memory.geometry import backproject, camera_yaw, egocentric_bearing, transform_points
 
-from .material import SceneMaterial
+from envs.material import SceneMaterial
 from .prompts import prompt
 from .question import Question
 from .subtasks import CHOICES, TDS_LEVEL, check_codes

@@ -66,7 +66,14 @@ class GSTQuestioner(Subscriber):
         return step > 0 and ((every is not None and step % int(every) == 0) or step in at)
 
     def on_episode_start(self, episode: Episode) -> None:
-        self.maps = None
+        from envs.material import QuestionSource
+        from envs.registry import family
+
+        fam = family(episode.env.env_spec.family)
+        if not isinstance(fam, QuestionSource):
+            raise ValueError(f"env family {fam.name!r} cannot pose GST questions (it implements no QuestionSource)")
+        self.source = fam
+        self.cache: dict[str, Any] = {}  # the family's per-episode cache (ground-truth maps)
         self.rows: list[dict[str, Any]] = []
         self.filtered: Counter[str] = Counter()
         self.frames = []
@@ -76,9 +83,7 @@ class GSTQuestioner(Subscriber):
         cams = list(episode.observation.cameras)
         if not cams:
             raise ValueError("mid-episode GST questions need camera observations (env.render=true)")
-        cam = self.cfg["camera"] or (
-            "wrist" if episode.env.__class__.__name__ == "LiberoEnv" and "wrist" in cams else cams[0]
-        )
+        cam = self.cfg["camera"] or self.source.question_camera(cams)
         if cam not in cams:
             raise ValueError(f"gst.camera={cam!r} is not among the env's cameras {cams}")
         return cam
@@ -94,23 +99,9 @@ class GSTQuestioner(Subscriber):
     # ------------------------------------------------------------------ questions
     def _material(self, episode: Episode, name: str):
         env = episode.env
-        if hasattr(env, "topdown_map") and hasattr(env, "trajectory"):
-            from .material import house_live_material
-
-            if self.maps is None:
-                self.maps = {lvl: env.topdown_map(lvl) for lvl in ("easy", "medium", "hard")}
-            from envs.house.config import split_of
-
-            from .material import house_distractor_maps
-
-            scene = f"house/{split_of(env.scene.seed) or env.cfg.split}/{env.scene.seed}"
-            self._pool[scene] = self.maps
-            for other, maps in house_distractor_maps(env, 3):
-                self._pool.setdefault(other, maps)
-            return house_live_material(env, scene, self.frames, maps=self.maps)
-        from .libero_material import libero_live_material
-
-        return libero_live_material(env, name, self.frames)
+        for scene, maps in self.source.tds_pool(env, self.cache).items():
+            self._pool.setdefault(scene, maps)
+        return self.source.live_material(env, self.source.scene_name(env), self.frames, self.cache)
 
     def ask(self, episode: Episode) -> None:
         t0 = time.perf_counter()
@@ -163,6 +154,13 @@ class GSTQuestioner(Subscriber):
                 }
             )
         self.seconds = getattr(self, "seconds", 0.0) + time.perf_counter() - t0
+
+    def episode_logs(self, out) -> list:
+        from pathlib import Path
+
+        from .log import GSTLog
+
+        return [GSTLog(Path(out) / "gst.jsonl")]
 
     def on_episode_end(self, episode: Episode, result: EpisodeResult) -> None:
         if not self.rows:

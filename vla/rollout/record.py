@@ -31,7 +31,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from envs.base import Observation
+from envs.base import Observation, RecordsDemos
 
 from .runtime import Episode, EpisodeResult, Subscriber
 from .video import episode_stem
@@ -64,7 +64,7 @@ class _Stream:
 
 
 def _camera_prefix(env: Any, camera: str) -> str:
-    return getattr(env, "record_names", {}).get(camera, camera)
+    return env.record_names.get(camera, camera) if isinstance(env, RecordsDemos) else camera
 
 
 class DemoRecorder(Subscriber):
@@ -83,11 +83,13 @@ class DemoRecorder(Subscriber):
         self._file = h5py.File(self._tmp, "w")
         demo = self._file.create_group("data/demo_0")
         self._demo, self._obs = _Stream(demo), _Stream(demo.create_group("obs"))
-        attrs = getattr(episode.env, "dataset_attrs", lambda: {})()
+        official = isinstance(episode.env, RecordsDemos)
+        attrs = episode.env.dataset_attrs() if official else {}
         for k, v in attrs.items():
             self._file["data"].attrs[k] = v
         self._file["data"].attrs["language_instruction"] = episode.instruction
-        names = episode.observation.extra.get("object_names", {}) if episode.observation else {}
+        has_cams = bool(episode.observation and episode.observation.cameras)
+        names = episode.env.instance_names() if official and has_cams else {}
         demo.attrs["instance_names"] = json.dumps({str(k): v for k, v in names.items()})
         labels = (
             next(iter(episode.observation.cameras.values())).labels
@@ -97,7 +99,7 @@ class DemoRecorder(Subscriber):
         demo.attrs["instance_labels"] = json.dumps({str(k): v for k, v in labels.items()})
         demo.attrs["trial"] = int(episode.key["trial"])
         self._prev = episode.observation
-        self._state = getattr(episode.env, "sim_state", None)
+        self._state = episode.env.sim_state if official else None
         self._prev_state = self._state() if self._state else None
 
     def on_step(self, episode, action, observation, reward, info) -> None:
@@ -111,14 +113,14 @@ class DemoRecorder(Subscriber):
             self._obs.append(f"{p}_K", f.K)
             self._obs.append(f"{p}_T_world_cam", f.T_world_cam)
         self._obs.append("state", obs.state)
-        for k in ("ee_states", "gripper_states", "joint_states"):
-            if k in obs.extra:
-                self._obs.append(k, obs.extra[k])
-        if "ee_states" in obs.extra:
-            self._obs.append("ee_pos", obs.extra["ee_states"][:3])
-            self._obs.append("ee_ori", obs.extra["ee_states"][3:])
-        if "robot_state" in obs.extra:
-            self._demo.append("robot_states", obs.extra["robot_state"])
+        for k, v in obs.sensors.items():
+            if k == "robot_state":
+                self._demo.append("robot_states", v)  # LIBERO's datasets keep it beside the actions
+            else:
+                self._obs.append(k, v)  # LIBERO: ee_states, gripper_states, joint_states; house: blocked
+        if "ee_states" in obs.sensors:
+            self._obs.append("ee_pos", obs.sensors["ee_states"][:3])
+            self._obs.append("ee_ori", obs.sensors["ee_states"][3:])
         self._demo.append("actions", np.asarray(action, dtype=np.float64))
         self._demo.append("rewards", np.uint8(reward > 0))
         self._demo.append("dones", np.uint8(bool(info.get("success"))))

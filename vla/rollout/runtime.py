@@ -1,11 +1,18 @@
-"""The closed loop: ``run_episode(env, agent, subscribers)`` (DESIGN §11).
+"""The closed loop: ``run_episode(env, agent, key, subscribers)`` (docs/ARCHITECTURE.md, "One frame").
 
 The loop knows nothing about videos, logs, demonstrations, spatial questions or maps: those hang
-off it as :class:`Subscriber`s. The memory belongs to the agent. A learned policy, a scripted
+off it as :class:`Subscriber`\\ s. The memory belongs to the agent. A learned policy, a scripted
 expert or a random agent drop in unchanged.
 
-A simulator or agent exception fails the episode with the error recorded in the result; the
-caller decides whether the run goes on (the evaluator does).
+What the agent gets: ``reset(instruction, env.env_spec)`` and one :class:`Observation` per step.
+Only an agent that declares itself privileged (:func:`~vla.agents.base.is_privileged`: scripted
+experts) is bound to the env; every other agent never receives it.
+
+Errors: an exception of the env or the agent fails the episode, with the error recorded in the
+result (the caller decides whether the run goes on; the evaluator does). A subscriber that raises
+does not fail the episode: its error is recorded in ``result.extra["subscriber_errors"]``, it gets
+no more ``on_step`` calls in that episode, and its ``on_episode_end`` still runs (so it can clean
+up), guarded the same way.
 """
 
 from __future__ import annotations
@@ -13,16 +20,19 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
 
 from envs.base import Observation, VLAEnv
 
+from ..agents.base import is_privileged
+
 
 @dataclass
 class Episode:
-    """What subscribers see of the running episode."""
+    """What subscribers see of the running episode (subscribers are trusted: they see the env)."""
 
     key: dict[str, Any]  # identifies the episode: env, suite, task_id, task, trial
     env: VLAEnv
@@ -56,11 +66,36 @@ class Subscriber:
     def on_episode_end(self, episode: Episode, result: EpisodeResult) -> None:
         pass
 
+    def episode_logs(self, out: Path) -> list:
+        """Side logs (:class:`vla.eval.sidelog.EpisodeLog`) this subscriber fills from
+        ``result.extra``, e.g. ``gst.jsonl``; the evaluator writes and resumes them."""
+        return []
 
-def _error_text(exc: BaseException) -> str:
+
+def error_text(exc: BaseException) -> str:
+    """``Type: message (at file:line)`` of an exception, for result rows."""
     tb = traceback.extract_tb(exc.__traceback__)
     where = f" (at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
     return f"{type(exc).__name__}: {exc}{where}"
+
+
+class _Guarded:
+    """Calls subscriber hooks; a hook that raises is recorded and its subscriber muted for the episode."""
+
+    def __init__(self, subscribers: Iterable[Subscriber]) -> None:
+        self.subscribers = list(subscribers)
+        self.muted: set[int] = set()
+        self.errors: list[str] = []
+
+    def call(self, hook: str, *args: Any) -> None:
+        for i, s in enumerate(self.subscribers):
+            if i in self.muted and hook != "on_episode_end":
+                continue
+            try:
+                getattr(s, hook)(*args)
+            except Exception as exc:  # noqa: BLE001 - a broken subscriber must not fail the episode
+                self.muted.add(i)
+                self.errors.append(f"{type(s).__name__}.{hook}: {error_text(exc)}")
 
 
 def run_episode(
@@ -71,38 +106,33 @@ def run_episode(
     seed: int | None = None,
 ) -> EpisodeResult:
     """Run one episode: reset, then act/step until success, truncation or ``env.max_episode_steps``."""
-    subscribers = list(subscribers)
+    subs = _Guarded(subscribers)
     t0 = time.perf_counter()
     episode = Episode(key=key, env=env, agent=agent, instruction="")
     success, error = False, None
     try:
-        if hasattr(agent, "bind"):
+        if is_privileged(agent):
             agent.bind(env)
         obs, info = env.reset(seed=seed, options={"trial": key["trial"]})
         episode.instruction, episode.observation, episode.info = env.instruction, obs, info
-        agent.reset(env.instruction)
-        for s in subscribers:
-            s.on_episode_start(episode)
+        agent.reset(env.instruction, env.env_spec)
+        subs.call("on_episode_start", episode)
         for _ in range(env.max_episode_steps):
             action = np.asarray(agent.act(obs))
             obs, reward, terminated, truncated, info = env.step(action)
             episode.step += 1
             episode.observation, episode.info = obs, info
-            for s in subscribers:
-                s.on_step(episode, action, obs, reward, info)
+            subs.call("on_step", episode, action, obs, reward, info)
             if terminated or truncated:
                 break
         success = bool(episode.info.get("success", False))
-    except Exception as exc:  # noqa: BLE001 - any failure fails this episode only
-        error = _error_text(exc)
+    except Exception as exc:  # noqa: BLE001 - any failure of the env or the agent fails this episode only
+        error = error_text(exc)
     result = EpisodeResult(
         success=success and error is None, steps=episode.step, seconds=time.perf_counter() - t0, error=error
     )
-    for s in subscribers:
-        try:
-            s.on_episode_end(episode, result)
-        except Exception as exc:  # noqa: BLE001 - a broken subscriber must not lose the result
-            msg = f"subscriber {type(s).__name__} failed: {_error_text(exc)}"
-            result.error = f"{result.error}; {msg}" if result.error else msg
+    subs.call("on_episode_end", episode, result)
+    if subs.errors:
+        result.extra["subscriber_errors"] = subs.errors
     result.seconds = time.perf_counter() - t0
     return result

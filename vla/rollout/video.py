@@ -5,14 +5,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import cv2
 import imageio.v2 as imageio
 import numpy as np
 
-from envs.base import Observation
+from envs.base import DrawsVideoFrame, Observation
+
+from ..agents.base import DrawsLiveMap
 
 from .runtime import Episode, EpisodeResult, Subscriber
 
 VIDEO_MODES = ("none", "failures", "all")
+LIVE_MAP_SHAPE = (512, 640, 3)  # a SpatialMemory map on its default frame: the blank panel before the first one
 
 
 def episode_stem(key: dict) -> str:
@@ -39,12 +43,26 @@ def beside(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     return np.concatenate([pad(left), pad(right)], axis=1)
 
 
+def letterbox(frame: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``frame`` scaled (aspect kept) and padded white to exactly ``size = (h, w)``."""
+    h, w = size
+    if frame.shape[:2] != (h, w):
+        k = min(h / frame.shape[0], w / frame.shape[1])
+        if k < 1 or frame.shape[0] > h or frame.shape[1] > w:
+            nh, nw = max(1, int(frame.shape[0] * k)), max(1, int(frame.shape[1] * k))
+            frame = cv2.resize(frame, (nw, nh), interpolation=cv2.INTER_AREA)
+        frame = np.pad(frame, ((0, h - frame.shape[0]), (0, w - frame.shape[1]), (0, 0)), constant_values=255)
+    return np.ascontiguousarray(frame)
+
+
 class VideoWriter(Subscriber):
     """Writes ``<out>/<suite>_taskNNN_trialNNN_{success,failure}.mp4``.
 
-    Frames: the cameras beside the agent's live map when the agent draws one (``agent.live_map()``,
-    e.g. the memory agent's top-down map with its trajectory), else ``env.video_frame(episode)`` when
-    the env defines it (e.g. the ego view beside the ground-truth map), else the cameras side by side.
+    Frames: the cameras beside the agent's live map when the agent draws one (:class:`DrawsLiveMap`,
+    e.g. the memory agent's top-down map with its trajectory; a blank panel until the map exists),
+    else ``env.video_frame(episode)`` when the env draws one (:class:`DrawsVideoFrame`, e.g. the ego
+    view beside the ground-truth map), else the cameras side by side. The first frame fixes the
+    video's size; any later frame of another size is letterboxed into it.
     Frames stream to a temporary file, so a long episode costs no memory; the file is renamed or
     deleted when the episode ends.
     """
@@ -56,19 +74,28 @@ class VideoWriter(Subscriber):
         self._writer = None
         self._tmp: Path | None = None
         self.last_path: Path | None = None
+        self._size: tuple[int, int] | None = None  # (h, w) of this episode's video, fixed by its first frame
+        self._panel_shape: tuple[int, ...] = LIVE_MAP_SHAPE
 
     def _frame(self, episode: Episode) -> np.ndarray | None:
-        live = getattr(episode.agent, "live_map", None)
-        panel = live() if live is not None else None
-        if panel is not None and episode.observation.cameras:
+        if isinstance(episode.agent, DrawsLiveMap) and episode.observation.cameras:
+            # the panel is there from the first frame (blank until the map exists), so the size holds
+            panel = episode.agent.live_map()
+            if panel is None:
+                panel = np.full(self._panel_shape, 255, dtype=np.uint8)
+            else:
+                self._panel_shape = panel.shape
             frame = beside(tile_cameras(episode.observation), panel)
+        elif isinstance(episode.env, DrawsVideoFrame):
+            frame = episode.env.video_frame(episode)
         else:
-            fn = getattr(episode.env, "video_frame", None)
-            frame = fn(episode) if fn is not None else tile_cameras(episode.observation)
+            frame = tile_cameras(episode.observation)
         if frame is None:
             return None
-        h, w = frame.shape[:2]
-        return np.ascontiguousarray(np.pad(frame, ((0, h % 2), (0, w % 2), (0, 0))))  # x264 wants even sizes
+        if self._size is None:
+            h, w = frame.shape[:2]
+            self._size = (h + h % 2, w + w % 2)  # x264 wants even sizes
+        return letterbox(frame, self._size)
 
     def _write(self, episode: Episode) -> None:
         frame = self._frame(episode)
@@ -83,7 +110,7 @@ class VideoWriter(Subscriber):
         self._writer.append_data(frame)
 
     def on_episode_start(self, episode: Episode) -> None:
-        self._writer, self._tmp, self.last_path = None, None, None
+        self._writer, self._tmp, self.last_path, self._size = None, None, None, None
         if self.mode != "none":
             self._write(episode)
 

@@ -1,4 +1,4 @@
-"""Mid-episode GST material for LIBERO tabletop scenes.
+"""Mid-episode GST material for LIBERO tabletop scenes (privileged).
 
 The current view is the wrist camera (the agentview camera sees the whole table, so nothing is ever
 out of its view). Supported subtasks, and why the others are not (docs/GST.md):
@@ -23,7 +23,7 @@ from spatial_memory.frame import CameraFrame
 from spatial_memory.geometry import camera_yaw
 from spatial_memory.topdown import TopDownFrame
 
-from .material import SceneMaterial
+from envs.material import SceneMaterial
 
 LIBERO_SUBTASKS = ("EDv", "EDs", "EDistv", "EDists", "GPv", "GPs", "Pos")
 

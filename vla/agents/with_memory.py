@@ -1,0 +1,60 @@
+"""``WithMemory``: any agent, with the spatial memory as its input.
+
+Every step the wrapper runs :class:`~vla.transforms.memory.MemoryInputs` on the observation (the
+frame is fused, ``obs.memory`` gains the map and the object table) and hands the enriched
+observation to the wrapped agent, which may read those entries or ignore them. Questions are
+answered from the memory (``answers="memory"``) or by the wrapped agent (``answers="agent"``: a
+learned policy that answers from its own model). The wrapper is privileged exactly when the wrapped
+agent is (it only forwards ``bind``), and exposes the live memory for servers and viewers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from envs.observation import Observation
+from envs.spec import EnvSpec
+
+from ..transforms.memory import MemoryInputs
+from .base import Seedable, is_privileged
+
+
+class WithMemory:
+    def __init__(self, agent: Any, inputs: MemoryInputs, answers: str = "memory") -> None:
+        if answers not in ("memory", "agent"):
+            raise ValueError(f"answers must be 'memory' or 'agent', got {answers!r}")
+        self.agent, self.inputs, self.answers = agent, inputs, answers
+        self.name = f"{getattr(agent, 'name', type(agent).__name__)}+memory"
+        self.privileged = is_privileged(agent)
+
+    def bind(self, env: Any) -> None:
+        if not self.privileged:
+            raise RuntimeError("WithMemory.bind: the wrapped agent is not privileged and must not receive the env")
+        self.agent.bind(env)
+
+    def seed(self, seed: int | tuple[int, ...]) -> None:
+        self.inputs.seed(seed)
+        if isinstance(self.agent, Seedable):
+            self.agent.seed(seed)
+
+    def reset(self, instruction: str, spec: EnvSpec) -> None:
+        self.inputs.reset(spec)
+        self.agent.reset(instruction, spec)
+
+    def act(self, observation: Observation) -> np.ndarray:
+        return self.agent.act(self.inputs(observation))
+
+    def answer(self, question: Any) -> str:
+        return self.inputs.answer(question) if self.answers == "memory" else self.agent.answer(question)
+
+    @property
+    def memory(self):
+        return self.inputs.memory
+
+    def live_memory(self):
+        return self.inputs.live_memory()
+
+    def live_map(self) -> np.ndarray | None:
+        return self.inputs.live_map()

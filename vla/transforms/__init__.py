@@ -1,0 +1,4 @@
+"""Transforms of observations into policy inputs, shared by training, ``act()`` and the server.
+
+``memory``: the spatial memory as an input (:class:`~vla.transforms.memory.MemoryInputs`).
+"""

@@ -1,0 +1,269 @@
+"""The spatial memory as a policy input: fuse every observation, add ``memory/*`` entries.
+
+:class:`MemoryInputs` owns one :class:`~spatial_memory.SpatialMemory` per episode. Called on an
+:class:`~envs.observation.Observation` (or, with :meth:`MemoryInputs.apply_dict`, on its plain-data
+dict) it integrates the chosen camera's frame and returns the observation with ``memory`` entries
+that *any* policy can read -- scripted, learned or remote:
+
+    memory/frames                    int, frames fused so far
+    memory/topdown                   uint8 HxWx3: the memory's top-down map of ``map_level``, with
+                                     the trajectory (red), its start (blue) and the agent (green arrow)
+    memory/agent/point               int32 (2,): the agent on that map, [0, 999] grid (x right, y down)
+    memory/agent/heading_deg         float: its heading on the map, 0 = image up, left positive
+    memory/objects/id                unicode N: memory object ids, nearest first
+    memory/objects/category          unicode N
+    memory/objects/direction_deg     float32 N: egocentric direction from the current camera (left positive)
+    memory/objects/distance_m        float32 N: horizontal distance from the current camera
+    memory/objects/point             int32 Nx2: on the top-down map's [0, 999] grid
+    memory/objects/center            float32 Nx3: in the memory's (odometry) frame
+    memory/text                      str: the object table in words (what a language model reads)
+
+``inputs`` chooses which groups are computed (``topdown``, ``objects``, ``text``); the map costs
+tens of milliseconds per step, the table well under one. The map's frame is ``map_frame = "fit"``
+(everything the memory has seen, north-up, aspect kept) or ``"ego"`` (a square window of
+``map_extent_m`` centred on the agent, north-up).
+
+The transform also answers GST questions from its memory (:meth:`answer`) and exposes it live
+(:meth:`live_memory`) for servers and viewers; :class:`~vla.agents.with_memory.WithMemory` wraps any
+agent with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from envs.observation import Observation
+from envs.spec import EnvSpec
+from spatial_memory import MemoryConfig, SpatialMemory
+from spatial_memory.geometry import camera_yaw, egocentric_bearing
+from spatial_memory.topdown import LEVELS, TopDownFrame
+
+INPUT_GROUPS = ("topdown", "objects", "text")
+MEMORY_PRESETS = ("auto", "apartment", "tabletop")
+BASE_ACTIONS = ("forward_m", "left_m", "yaw_rad")  # a mobile base's action names (the house env's)
+
+
+def is_mobile_base(spec: EnvSpec | None) -> bool:
+    """Whether the env's actions start with a base's ``[forward_m, left_m, yaw_rad]``."""
+    return spec is not None and tuple(spec.action.names[:3]) == BASE_ACTIONS
+
+
+@dataclass(frozen=True)
+class MemoryInputsConfig:
+    """What the memory fuses and what it adds to observations (see the module doc).
+
+    camera: the camera fused (None: the first of the observation). memory: ``"apartment"``
+    (``MemoryConfig()``, 5 cm voxels), ``"tabletop"`` (``MemoryConfig.tabletop()``, LIBERO scale) or
+    ``"auto"`` (apartment for a mobile base, tabletop otherwise). memory_overrides: fields of
+    :class:`MemoryConfig`. Perception noise of the stream the memory is built from: depth noise
+    ``sigma(z) = depth_sigma * z^2``, a fraction of dropped depth pixels, and odometry drift per
+    frame (a random walk).
+    """
+
+    camera: str | None = None
+    memory: str = "auto"
+    memory_overrides: dict[str, Any] = field(default_factory=dict)
+    inputs: tuple[str, ...] = ("topdown", "objects", "text")
+    map_level: str = "medium"
+    map_size: tuple[int, int] = (256, 256)  # (height, width)
+    map_frame: str = "fit"
+    map_extent_m: float = 8.0
+    max_objects: int = 32
+    depth_sigma: float = 0.0
+    depth_dropout: float = 0.0
+    pose_drift_m: float = 0.0
+    pose_drift_deg: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "map_size", tuple(int(s) for s in self.map_size))
+        bad = sorted(set(self.inputs) - set(INPUT_GROUPS))
+        if bad:
+            raise ValueError(f"unknown memory inputs {bad}; choose from {list(INPUT_GROUPS)}")
+        if self.memory not in MEMORY_PRESETS:
+            raise ValueError(f"memory preset must be one of {MEMORY_PRESETS}, got {self.memory!r}")
+        if self.map_level not in LEVELS:
+            raise ValueError(f"map_level must be one of {LEVELS}, got {self.map_level!r}")
+        if self.map_frame not in ("fit", "ego"):
+            raise ValueError(f"map_frame must be 'fit' or 'ego', got {self.map_frame!r}")
+        if len(self.map_size) != 2 or min(self.map_size) < 16:
+            raise ValueError(f"map_size must be (height, width) of at least 16 pixels, got {self.map_size}")
+        if not self.map_extent_m > 0 or int(self.max_objects) < 0:
+            raise ValueError("map_extent_m must be > 0 and max_objects >= 0")
+        valid = {f.name for f in fields(MemoryConfig)}
+        unknown = sorted(set(self.memory_overrides or {}) - valid)
+        if unknown:
+            raise ValueError(f"unknown memory_overrides {unknown}; valid: {sorted(valid)}")
+        self.noise_model()  # validates the noise options
+        self.memory_config(True)
+
+    def noise_model(self, seed: int = 0):
+        from spatial_memory.noise import NoiseModel
+
+        if not (self.depth_sigma or self.depth_dropout or self.pose_drift_m or self.pose_drift_deg):
+            return None
+        return NoiseModel(self.depth_sigma, self.depth_dropout, self.pose_drift_m, self.pose_drift_deg, seed)
+
+    def memory_config(self, mobile_base: bool) -> MemoryConfig:
+        overrides = dict(self.memory_overrides or {})
+        if "carve_margin" in overrides:
+            overrides["carve_margin"] = tuple(overrides["carve_margin"])
+        if self.memory == "tabletop" or (self.memory == "auto" and not mobile_base):
+            return MemoryConfig.tabletop(**overrides)
+        return MemoryConfig(**overrides)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> "MemoryInputsConfig":
+        d = dict(d or {})
+        unknown = sorted(set(d) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown memory input option(s) {unknown}; valid: {sorted(f.name for f in fields(cls))}")
+        return cls(**d)
+
+
+class MemoryInputs:
+    """The stateful memory transform (see the module doc). ``reset(spec)`` starts an episode."""
+
+    def __init__(self, config: MemoryInputsConfig | dict | None = None, seed: int | tuple = 0) -> None:
+        self.config = config if isinstance(config, MemoryInputsConfig) else MemoryInputsConfig.from_dict(config)
+        self.seed_value: int | tuple = seed
+        self.spec: EnvSpec | None = None
+        self.memory: SpatialMemory | None = None
+        self._noisy = None
+        self._answerer = None
+
+    @property
+    def mobile_base(self) -> bool:
+        return self.spec is None or is_mobile_base(self.spec)
+
+    def seed(self, seed: int | tuple[int, ...]) -> None:
+        self.seed_value = seed
+
+    def reset(self, spec: EnvSpec | None) -> None:
+        self.spec = spec
+        self.memory = SpatialMemory(config=self.config.memory_config(self.mobile_base))
+        noise = self.config.noise_model(seed=hash(self.seed_value) % (2**31))
+        self._noisy = noise.stream() if noise is not None else None
+
+    # ------------------------------------------------------------------ the transform
+    def camera(self, observation: Observation) -> str:
+        cams = observation.cameras
+        if not cams:
+            raise ValueError("the spatial memory needs a camera frame in the observation (is rendering off?)")
+        name = self.config.camera
+        if name is not None:
+            if name not in cams:
+                raise ValueError(f"memory camera {name!r} is not in the observation; cameras: {sorted(cams)}")
+            return name
+        return next(iter(cams))
+
+    def integrate(self, observation: Observation) -> None:
+        if self.memory is None:
+            self.reset(self.spec)
+        frame = observation.cameras[self.camera(observation)]
+        self.memory.integrate(self._noisy(frame) if self._noisy is not None else frame)
+
+    def __call__(self, observation: Observation) -> Observation:
+        """Fuse the observation's frame and return it with the ``memory/*`` entries (see module doc)."""
+        self.integrate(observation)
+        observation.memory.update(self.entries())
+        return observation
+
+    def apply_dict(self, d: dict[str, Any]) -> dict[str, Any]:
+        """The same on an observation's plain-data dict (a server's or a dataset's form)."""
+        return self(Observation.from_dict(d)).to_dict()
+
+    # ------------------------------------------------------------------ entries
+    def map_frame(self) -> TopDownFrame:
+        """The top-down frame of ``memory/topdown`` for the memory's current state."""
+        cfg, mem = self.config, self.memory
+        h, w = cfg.map_size
+        if cfg.map_frame == "ego" and mem.n_frames:
+            c = mem.agent_pose().position[:2]
+            half = cfg.map_extent_m / 2
+            sx, sy = (half * w / h, half) if w >= h else (half, half * h / w)
+            return TopDownFrame(float(c[0] - sx), float(c[1] - sy), float(c[0] + sx), float(c[1] + sy), w, h)
+        return mem.default_frame(width=w, height=h)
+
+    def entries(self) -> dict[str, Any]:
+        """The ``memory/*`` entries (without the prefix) for the memory's current state."""
+        cfg, mem = self.config, self.memory
+        out: dict[str, Any] = {"frames": int(mem.n_frames)}
+        if mem.n_frames == 0:
+            return out
+        pose = mem.agent_pose()
+        T = pose.T_world_cam
+        frame = self.map_frame() if ("topdown" in cfg.inputs or "objects" in cfg.inputs) else None
+        if "topdown" in cfg.inputs:
+            out["topdown"] = mem.topdown(cfg.map_level, frame, trajectory=True, agent=True)
+        if frame is not None:
+            out["agent/point"] = np.asarray(frame.world_to_grid(T[:2, 3]), dtype=np.int32).reshape(2)
+            out["agent/heading_deg"] = float(TopDownFrame.yaw_to_map_heading(camera_yaw(T)))
+        if "objects" in cfg.inputs or "text" in cfg.inputs:
+            table = self.object_table(T, frame)
+            if "objects" in cfg.inputs:
+                out.update({f"objects/{k}": v for k, v in table.items()})
+            if "text" in cfg.inputs:
+                out["text"] = object_table_text(table)
+        return out
+
+    def object_table(self, T_world_cam: np.ndarray, frame: TopDownFrame | None) -> dict[str, np.ndarray]:
+        objs = self.memory.objects()
+        rows = []
+        for o in objs:
+            direction, distance = egocentric_bearing(T_world_cam, o.center)
+            rows.append((distance, direction, o))
+        rows.sort(key=lambda r: r[0])
+        rows = rows[: int(self.config.max_objects)]
+        n = len(rows)
+        centers = np.array([r[2].center for r in rows], dtype=np.float32).reshape(n, 3)
+        table = {
+            "id": np.array([r[2].id for r in rows], dtype=np.str_),
+            "category": np.array([r[2].category for r in rows], dtype=np.str_),
+            "direction_deg": np.array([r[1] for r in rows], dtype=np.float32),
+            "distance_m": np.array([r[0] for r in rows], dtype=np.float32),
+            "center": centers,
+        }
+        if frame is not None:
+            table["point"] = np.asarray(frame.world_to_grid(centers[:, :2].astype(np.float64)), dtype=np.int32).reshape(
+                n, 2
+            )
+        return table
+
+    # ------------------------------------------------------------------ answers and live access
+    def answer(self, question: Any) -> str:
+        """A GST answer from this memory (mid-episode: the live memory; offline: the question's stream)."""
+        from vla.gst.answering import AnswererConfig, MemoryAnswerer
+
+        if self._answerer is None:
+            tabletop = not self.mobile_base or self.config.memory == "tabletop"
+            self._answerer = MemoryAnswerer(AnswererConfig(tabletop=tabletop, noise=self.config.noise_model()))
+        if question.current_pose is not None and self._noisy is not None:
+            from dataclasses import replace
+
+            # the pose the robot believes: its (drifting) odometry, as its memory does
+            question = replace(question, current_pose=self._noisy.T_drift @ question.current_pose)
+        return self._answerer.answer(question, live=self.memory)
+
+    def live_memory(self) -> SpatialMemory | None:
+        return self.memory
+
+    def live_map(self) -> np.ndarray | None:
+        """The memory's medium-level map with trajectory and agent arrow (a video's right panel)."""
+        if self.memory is None or self.memory.n_frames == 0:
+            return None
+        return self.memory.topdown("medium", trajectory=True, agent=True)
+
+
+def object_table_text(table: dict[str, np.ndarray], max_rows: int | None = None) -> str:
+    """The object table in words, nearest first: ``"bowl: 35 deg left, 1.2 m; plate: 10 deg right, 0.4 m"``."""
+    parts = []
+    n = len(table.get("category", ()))
+    for i in range(n if max_rows is None else min(n, max_rows)):
+        d = float(table["direction_deg"][i])
+        side = "ahead" if abs(d) < 0.5 else (f"{abs(d):.0f} deg left" if d > 0 else f"{abs(d):.0f} deg right")
+        parts.append(f"{table['category'][i]}: {side}, {float(table['distance_m'][i]):.1f} m")
+    return "; ".join(parts) if parts else "nothing seen yet"
