@@ -7,13 +7,12 @@ predicate; the slow test measures every task x 5 init states through `vla-rollou
 import json
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from envs.libero.env import LiberoEnv
-from envs.libero.expert import PickPlaceExpert, box_separation
+from envs.libero.expert import box_separation
 
 from tests.conftest import ROOT, cli_env
 
@@ -83,35 +82,6 @@ def test_box_separation():
     assert box_separation(
         [[0.0, 0, 0], [0.0, 0, 0]], R, [h, h], [[0.499, 0, 0], [0.6, 0, 0]], [R, R], [wall, wall]
     ) == pytest.approx([-0.003, 0.098])
-
-
-def _stub_env(goal, objects=("akita_black_bowl_1",), sites=(), fixtures=()):
-    sim = SimpleNamespace(
-        parsed_problem={"goal_state": goal},
-        objects_dict={o: object() for o in objects},
-        object_sites_dict={s: object() for s in sites},
-        fixtures_dict={f: object() for f in fixtures},
-    )
-    return SimpleNamespace(sim_env=sim, task=SimpleNamespace(name="stub_task"))
-
-
-@pytest.mark.parametrize(
-    "goal,named",
-    [
-        ([["open", "wooden_cabinet_1_middle_region"]], "open"),
-        ([["turnon", "flat_stove_1"]], "turnon"),
-        ([["on", "akita_black_bowl_1", "plate_1"], ["on", "akita_black_bowl_2", "plate_1"]], "akita_black_bowl_2"),
-        ([["on", "wooden_cabinet_1", "plate_1"]], "wooden_cabinet_1"),
-    ],
-)
-def test_unsupported_goals_are_named(goal, named):
-    env = _stub_env(
-        goal,
-        fixtures=("wooden_cabinet_1", "flat_stove_1"),
-        objects=("akita_black_bowl_1", "akita_black_bowl_2", "plate_1"),
-    )
-    with pytest.raises(NotImplementedError, match=named):
-        PickPlaceExpert(env).reset()
 
 
 @pytest.mark.slow

@@ -327,6 +327,6 @@ class LiberoEnv(VLAEnv):
         }
 
     def expert(self):
-        from .expert import PickPlaceExpert
+        from .expert import LiberoExpert
 
-        return PickPlaceExpert(self)
+        return LiberoExpert(self)

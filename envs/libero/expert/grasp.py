@@ -1,0 +1,232 @@
+"""Grasp planning for movable objects, scored by the gripper's clearance against the scene.
+
+* objects narrow enough for the open fingers (<= 7 cm across some horizontal direction) are taken
+  at their centre across their narrowest direction, fingers pointing down, the hand above the
+  object's top (``body`` grasps);
+* wider ones (bowls, mugs) by the rim, one finger inside and one outside, tilted to lie flat on a
+  flared wall (pinched upright, a bowl slowly turns out of the gripper) (``rim`` grasps).
+
+Candidates (side, tilt, depth, finger opening) are scored by the clearance of the gripper, modelled
+as boxes swept along its approach, against every collision geom nearby (separating-axis test), by
+reach from the base (the arm stops following near full stretch) and by how well the carry
+direction suits the pinch.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from .geometry import (
+    APPROACH_BACK,
+    FINGER_BELOW,
+    HAND_ABOVE,
+    MAX_GRASP_WIDTH,
+    OPEN,
+    SIGNS,
+    Grasp,
+    box_separation,
+    grip_rotation,
+    gripper_parts,
+    wrap,
+)
+from .sim import Obstacles, SimView
+
+# grasp scores are in metres of clearance: clearance counts up to CLEARANCE_ENOUGH, costs subtract
+CLEARANCE_ENOUGH = 0.01
+# rim grasps: fingers tilted by this fraction of the wall's flare, cost. The pads then lie flat on
+# the wall; upright they touch it by an edge and the bowl slowly turns out of the pinch.
+RIM_TILTS = ((1.0, 0.0), (0.6, 0.004), (0.3, 0.012), (0.0, 0.03))
+RIM_DEPTHS = ((0.018, 0.0), (0.011, 0.006))  # rim grasps: grip site below the rim's top edge, cost
+RIM_OPENINGS = ((OPEN, 0.0), (0.026, 0.002), (0.018, 0.004))  # finger opening on the way in, cost
+COMFORT_REACH = 0.72  # m from the robot base (horizontal) beyond which grasp points are penalised
+
+
+def clearance(obstacles: Obstacles, pos, R, opening: float = OPEN, sweep: float = APPROACH_BACK) -> float:
+    """Least gap (m; < 0 = collision) between the gripper opened to ``opening``, swept from
+    ``sweep`` before the grip pose (``pos``, ``R``) along its approach axis down to it, and the
+    obstacles."""
+    parts = gripper_parts(opening)
+    back = np.array([0.0, 0.0, sweep / 2])
+    c = np.array([pos + R @ (cl - back) for cl, _ in parts])  # (P, 3)
+    h = np.array([hl + back for _, hl in parts])
+    clear = np.inf
+    n = len(obstacles.c)
+    if n:
+        P = len(parts)
+        gaps = box_separation(
+            np.repeat(c, n, 0),
+            np.broadcast_to(R, (P * n, 3, 3)),
+            np.repeat(h, n, 0),
+            np.tile(obstacles.c, (P, 1)),
+            np.tile(obstacles.R, (P, 1, 1)),
+            np.tile(obstacles.h, (P, 1)),
+        )
+        clear = float(gaps.min())
+    for p0, nrm in obstacles.planes:
+        corners = (c[:, None, :] + (SIGNS[None] * h[:, None, :]) @ R.T).reshape(-1, 3)
+        clear = min(clear, float(((corners - p0) @ nrm).min()))
+    return clear
+
+
+def clearance_score(clear: float) -> float:
+    """Clearance counts up to CLEARANCE_ENOUGH; a predicted collision weighs five-fold."""
+    return min(clear, CLEARANCE_ENOUGH) if clear >= 0 else 5.0 * clear
+
+
+def reach_penalty(base_xy, p_xy) -> float:
+    r = float(np.linalg.norm(np.asarray(p_xy) - base_xy))
+    # mild preference for the nearer side, steep beyond comfortable reach (the arm gets close to
+    # its stretched, singular pose there and stops following), and not too close to the base
+    return 0.3 * max(0.0, r - COMFORT_REACH + 0.1) + 2.0 * max(0.0, r - COMFORT_REACH) + 2.0 * max(0.0, 0.25 - r)
+
+
+class GraspPlanner:
+    """Plans a grasp of one movable object (its root body and colliding geoms)."""
+
+    def __init__(self, view: SimView, body: int) -> None:
+        self.view = view
+        self.body = body
+        self.root = view.root(body)
+        self.geoms = view.colliding_geoms(self.root)
+        self.failed_sides: list[float] = []
+
+    def extent(self):
+        pts = self.view.corners(self.geoms)
+        return pts, pts[:, 2].min(), pts[:, 2].max()
+
+    def plan(self, target_xy) -> Grasp:
+        """The best grasp for carrying the object towards ``target_xy``."""
+        self.obstacles = self.view.obstacles(self.view.data.xpos[self.body], skip_roots=())
+        pts, zb, zt = self.extent()
+        xy = pts[:, :2]
+        angles = np.deg2rad(np.arange(0, 180, 5))
+        widths = np.array([np.ptp(xy @ np.array([np.cos(a), np.sin(a)])) for a in angles])
+        if widths.min() <= MAX_GRASP_WIDTH:
+            return self._body_grasp(pts, zb, zt, angles, widths)
+        return self._rim_grasp(zt, target_xy)
+
+    # ------------------------------------------------------------------ costs
+    def _side_penalty(self, side: float) -> float:
+        return sum(0.05 for s in self.failed_sides if abs(wrap(side - s)) < np.deg2rad(40))
+
+    def _yaw_cost(self, yaw: float) -> float:
+        _, R = self.view.grip()
+        cur = np.arctan2(R[1, 0], R[0, 0])
+        dy = abs(wrap(2 * (yaw - cur))) / 2  # finger axis is symmetric under pi
+        return 0.004 * dy
+
+    def _reach(self, p_xy) -> float:
+        return reach_penalty(self.view.base_xy, p_xy)
+
+    # ------------------------------------------------------------------ body grasps
+    def _body_grasp(self, pts, zb, zt, angles, widths) -> Grasp:
+        xy = pts[:, :2]
+        h = zt - zb
+        # the support under the object (floor, table, whatever it stands on)
+        support = self.view.ray_down(*(0.5 * (xy.min(0) + xy.max(0))), z0=zb - 1e-3, skip_roots=(self.root,))
+        support = zb if not np.isfinite(support) else support
+        # pads at mid-height, but the hand must stay above the object's top (tall bottles and
+        # cartons are taken just below their top) and the finger tips above the support
+        z = max(zb + 0.5 * h, zt - HAND_ABOVE + 0.008, support + FINGER_BELOW - 0.001)
+        z = min(z, zt - 0.006)
+        best = None
+        for a, w in zip(angles, widths):
+            if w > MAX_GRASP_WIDTH:
+                continue
+            u = np.array([np.cos(a), np.sin(a)])
+            proj = xy @ u
+            v = np.array([-u[1], u[0]])
+            projv = xy @ v
+            center = u * 0.5 * (proj.min() + proj.max()) + v * 0.5 * (projv.min() + projv.max())
+            clear = clearance(self.obstacles, np.array([center[0], center[1], z]), grip_rotation(float(a)))
+            score = (
+                clearance_score(clear)
+                - 0.3 * max(0.0, w - 0.055)
+                - self._reach(center)
+                - self._side_penalty(a)
+                - self._yaw_cost(a)
+            )
+            if best is None or score > best.score:
+                best = Grasp(xy=center, z=float(z), yaw=float(a), kind="body", score=float(score), side=float(a))
+        return best
+
+    # ------------------------------------------------------------------ rim grasps
+    def _rim_segments(self, zt):
+        """Candidate rim grasps: per colliding geom reaching the top (a wall segment) and grasp
+        depth, (grip point, outward direction angle, wall flare angle, cost). Box walls give their
+        exact plane; other geoms a vertical wall through their centre."""
+        m, d = self.view.model, self.view.data
+        center = d.xpos[self.body]
+        out = []
+        for g in self.geoms:
+            c = self.view.corners([g])
+            if c[:, 2].max() < zt - 0.01:
+                continue
+            cg = d.geom_xpos[g]
+            radial = cg[:2] - center[:2]
+            if np.linalg.norm(radial) < 0.02:
+                continue
+            A = d.geom_xmat[g].reshape(3, 3)
+            if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_BOX:
+                size = m.geom_size[g]
+                n = A[:, int(np.argmin(size))].copy()
+                if np.dot(n[:2], radial) < 0:
+                    n = -n
+                nh = np.linalg.norm(n[:2])
+                if nh < 0.5:  # not a wall (a lid or a floor)
+                    continue
+                u = n[:2] / nh
+                tilt = float(np.arcsin(np.clip(-n[2], -0.5, 0.5)))
+                t = np.array([u[0] * np.sin(tilt), u[1] * np.sin(tilt), np.cos(tilt)])
+                ext = float(np.sum(np.abs(A.T @ t) * size))
+            else:
+                u = radial / np.linalg.norm(radial)
+                tilt, t = 0.0, np.array([0.0, 0.0, 1.0])
+                ext = float(c[:, 2].max() - cg[2])
+            # grip points on the wall's mid-plane, at the preferred depth below its top edge and,
+            # for tight spots (a bowl in a drawer), shallower
+            for depth, cost in RIM_DEPTHS:
+                out.append((cg + (ext - depth) * t, float(np.arctan2(u[1], u[0])), tilt, cost))
+        return out
+
+    def _rim_grasp(self, zt, target_xy) -> Grasp:
+        center = self.view.data.xpos[self.body][:2].copy()
+        cands = self._rim_segments(zt)
+        if not cands:  # no recognisable wall: a vertical pinch on a circle through the top geoms
+            r_rim = 0.5 * MAX_GRASP_WIDTH
+            cands = [
+                (np.array([*(center + r_rim * np.array([np.cos(a), np.sin(a)])), zt - depth]), float(a), 0.0, cost)
+                for a in np.deg2rad(np.arange(0, 360, 15))
+                for depth, cost in RIM_DEPTHS
+            ]
+        # pinched at the rim the object swings about the finger axis: prefer carrying along it
+        dt = np.asarray(target_xy) - center
+        carry_dir = float(np.arctan2(dt[1], dt[0])) if np.linalg.norm(dt) > 0.03 else None
+        best = None
+        for p, side, wall_tilt, depth_cost in cands:
+            align = abs(np.sin(side - carry_dir)) if carry_dir is not None else 0.0
+            # the hand stays where it is relative to the object: check its reach at the target too
+            reach = max(self._reach(p[:2]), self._reach(p[:2] + dt))
+            base = -0.005 * align - reach - self._side_penalty(side) - self._yaw_cost(side) - depth_cost
+            # pads parallel to a flared wall hold far better; upright fingers only where tilting
+            # collides. In tight spots (a bowl in a drawer) the fingers come in half closed.
+            tilts = RIM_TILTS if abs(wall_tilt) > 1e-3 else RIM_TILTS[-1:]
+            options = sorted((ct + co, f * wall_tilt, opening) for f, ct in tilts for opening, co in RIM_OPENINGS)
+            for cost, tilt, opening in options:
+                clear = clearance(self.obstacles, p, grip_rotation(side, tilt), opening)
+                score = clearance_score(clear) + base - cost
+                if best is None or score > best.score:
+                    best = Grasp(
+                        xy=p[:2].copy(),
+                        z=float(p[2]),
+                        yaw=side,
+                        kind="rim",
+                        score=float(score),
+                        side=side,
+                        tilt=tilt,
+                        opening=opening,
+                    )
+                if clear >= CLEARANCE_ENOUGH:
+                    break  # the costlier options of this grasp point cannot score higher
+        return best

@@ -1,0 +1,232 @@
+"""``PickPlace``: take a movable object and put it ``on`` / ``in`` a target (object, fixture or region).
+
+Phases: plan -> approach (over to the pre-grasp pose at a safe height, then down to it) ->
+descend (along the approach axis) -> close -> lift (vertically until the object clears everything
+between it and the target: "lift higher before moving sideways") -> carry (servo the *object*
+over the target, slowly) -> lower -> release (about 1 cm above the surface) -> retreat.
+
+A blocked descent times out (grasp there if close enough, else another side); when the object
+leaves the hand it backs off, plans again and re-grasps. ``done`` after the retreat; the planner
+checks the predicate and calls :meth:`retry` (a re-grasp) when it does not hold.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .control import move, preshape, rot_error
+from .geometry import APPROACH_BACK, FINGER_BELOW, HAND_HALF_LENGTH
+from .grasp import GraspPlanner
+from .placement import Placement
+from .sim import SimView
+from .skill import Skill
+
+CARRY_CLEARANCE = 0.035  # object bottom above obstacles while carrying
+CARRY_CAP = 0.7  # action cap while carrying
+
+
+class PickPlace(Skill):
+    name = "pick_place"
+
+    def __init__(self, view: SimView, obj: str, target: str, relation: str = "on", placement=None) -> None:
+        super().__init__(view)
+        if not view.is_object(obj):
+            raise NotImplementedError(f"cannot move {obj!r}: it is not a movable object of {view.task_name}")
+        self.obj, self.target, self.relation = obj, target, relation
+        self.placement = placement or Placement(view, obj, target, relation)
+        self.obj_body = view.body(obj)
+        self.planner = GraspPlanner(view, self.obj_body)
+        self.obj_root, self.obj_geoms = self.planner.root, self.planner.geoms
+        self.regrasps = 0
+        self.start_phase("plan")
+
+    def describe(self) -> str:
+        return f"pick_place({self.obj} {self.relation} {self.target})[{self.phase}]"
+
+    # ------------------------------------------------------------------ state
+    def on_phase(self, phase: str) -> None:
+        self._q_prev = np.inf
+        self._no_contact = False
+
+    def retry(self) -> None:
+        self.attempts += 1
+        self.status, self.reason = "running", ""
+        self.regrasps += 1
+        self.start_phase("backoff")
+
+    def _obj_pos(self) -> np.ndarray:
+        return self.view.body_pos(self.obj_body)
+
+    def _extent(self):
+        return self.planner.extent()
+
+    def _holding(self) -> bool:
+        """The object still moves with the hand and a finger touches it (one step without contact
+        is forgiven: contacts flicker while the object settles in the fingers)."""
+        pos, _ = self.view.grip()
+        dev = np.linalg.norm((self._obj_pos() - pos) - self.hold_offset)
+        touching = len(self.view.finger_contacts(self.obj_geoms)) >= 1
+        lost_contact = not touching and self._no_contact
+        self._no_contact = not touching
+        return dev < 0.05 and not lost_contact
+
+    def _regrasp(self) -> np.ndarray:
+        self.regrasps += 1
+        self.start_phase("backoff")
+        return self.act()
+
+    # ------------------------------------------------------------------ planning
+    def _plan(self) -> None:
+        self.grasp = self.planner.plan(self.placement.xy())
+        g = self.grasp
+        pos, _ = self.view.grip()
+        self.pre = g.pregrasp(APPROACH_BACK)
+        self.hover_z = float(self.pre[2])
+        hand_top = self.view.corridor_top(pos[:2], self.pre[:2], HAND_HALF_LENGTH, skip_roots=(self.obj_root,))
+        self.travel_z = max(self.hover_z, hand_top + FINGER_BELOW + 0.03)
+
+    def _plan_carry(self) -> None:
+        """Obstacle heights along the object's straight path to the target, and the release level."""
+        pts, zb, zt = self._extent()
+        radius = 0.5 * float(np.max(np.ptp(pts[:, :2], axis=0))) + 0.015
+        tgt = self.placement.xy()
+        p0 = self._obj_pos()[:2]
+        length = float(np.linalg.norm(tgt - p0))
+        n = max(2, int(length / 0.02) + 1)
+        offs = [np.zeros(2)] + [
+            radius * np.array([np.cos(a), np.sin(a)]) for a in np.linspace(0, 2 * np.pi, 8, endpoint=False)
+        ]
+        s = np.linspace(0.0, 1.0, n)
+        ray = self.view.ray_down
+        tops = np.array([max(ray(*(p0 + si * (tgt - p0) + o), skip_roots=(self.obj_root,)) for o in offs) for si in s])
+        self.path = (p0, tgt, s, tops, radius / max(length, 1e-6))
+        self.release_bottom, self.region_hi = self.placement.release_level(self.obj_root)
+
+    def _carry_bottom(self, obj_xy) -> float:
+        """Height the object's bottom must keep from here to the target (obstacles still ahead + margin)."""
+        p0, p1, s, tops, back = self.path
+        d = p1 - p0
+        s_cur = float(np.clip(np.dot(obj_xy - p0, d) / max(np.dot(d, d), 1e-12), 0.0, 1.0))
+        ahead = tops[s >= s_cur - back]
+        top = float(ahead.max()) if ahead.size else float(tops[-1])
+        return max(top + CARRY_CLEARANCE, self.release_bottom + 0.02)
+
+    # ------------------------------------------------------------------ control
+    def step(self) -> np.ndarray:
+        view = self.view
+        pos, R = view.grip()
+        ph = self.phase
+        if ph in ("plan", "start"):
+            self._plan()
+            self.start_phase("approach")
+            return self.act()
+
+        g = self.grasp
+        Rg = g.rotation()
+        if ph == "approach":
+            # over to the pre-grasp pose at a safe height, then down to it
+            pre = self.pre
+            dxy = np.linalg.norm(pos[:2] - pre[:2])
+            if dxy > 0.015:
+                if pos[2] < self.travel_z - 0.03:  # rise first, drifting towards the grasp as we clear
+                    frac = float(np.clip(1.0 - (self.travel_z - pos[2]) / 0.08, 0.0, 1.0))
+                    target = np.array([*(pos[:2] + frac * (pre[:2] - pos[:2])), self.travel_z])
+                else:
+                    target = np.array([pre[0], pre[1], self.travel_z])
+            else:
+                target = pre
+            near = np.linalg.norm(pos - pre) < 0.015 and rot_error(R, Rg) < 0.12
+            if near or self.t_phase > 80:
+                self.start_phase("descend")
+            return move(view, target, Rg, preshape(view, g.opening))
+
+        if ph == "descend":
+            # straight along the approach axis into the grasp
+            target = g.pos
+            togo = float(np.linalg.norm(pos - target))
+            if togo < 0.006 or (self.t_phase > 4 and pos[2] - g.z < 0.004):
+                self.start_phase("close")
+            elif self.progress.stalled(togo) or self.t_phase > 50:
+                if togo < 0.012:
+                    self.start_phase("close")
+                else:
+                    self.planner.failed_sides.append(g.side)
+                    return self._regrasp()
+            return move(view, target, Rg, preshape(view, g.opening), cap=1.0 if togo > 0.05 else 0.6)
+
+        if ph == "close":
+            target = np.array([g.xy[0], g.xy[1], g.z])
+            q = view.finger_opening()
+            settled = self.t_phase >= 6 and abs(q - self._q_prev) < 0.0004
+            self._q_prev = q
+            if settled or self.t_phase >= 14:
+                self.hold_offset = self._obj_pos() - pos
+                self.obj_z0 = self._obj_pos()[2]
+                self.grip_z0 = pos[2]
+                self._plan_carry()
+                self.start_phase("lift")
+            return move(view, target, Rg, 1.0, cap=0.5)
+
+        if ph == "lift":
+            obj = self._obj_pos()
+            _, zb, _ = self._extent()
+            need = self._carry_bottom(obj[:2])
+            target = np.array([g.xy[0], g.xy[1], pos[2] + need - zb + 0.005])
+            lifted = pos[2] - self.grip_z0
+            # a bowl held by its rim pivots on its far edge before it comes up: allow for that
+            if lifted > 0.05 and (obj[2] - self.obj_z0) < 0.3 * lifted:
+                self.planner.failed_sides.append(g.side)
+                return self._regrasp()
+            if self.t_phase > 3 and not self._holding():
+                self.planner.failed_sides.append(g.side)
+                return self._regrasp()
+            if zb > need - 0.01 or self.t_phase > 60:
+                self.start_phase("carry")
+            return move(view, target, Rg, 1.0, cap=0.8)
+
+        if ph == "carry":
+            if not self._holding():
+                return self._regrasp()
+            obj = self._obj_pos()
+            _, zb, _ = self._extent()
+            err = self.placement.xy() - obj[:2]
+            need = self._carry_bottom(obj[:2])
+            target = np.array([pos[0] + err[0], pos[1] + err[1], pos[2] + need - zb])
+            if np.linalg.norm(err) < 0.012 or self.t_phase > 150:
+                self.start_phase("lower")
+            return move(view, target, Rg, 1.0, cap=min(CARRY_CAP, 0.15 + 0.05 * self.t_phase))
+
+        if ph == "lower":
+            if not self._holding():
+                return self._regrasp()
+            err = self.placement.xy() - self._obj_pos()[:2]
+            _, zb, _ = self._extent()
+            togo = zb - self.release_bottom
+            target = np.array([pos[0] + err[0], pos[1] + err[1], pos[2] - togo])
+            inside = self.region_hi is not None and self._obj_pos()[2] < self.region_hi - 0.02
+            if (togo < 0.004 or inside and togo < 0.03) and np.linalg.norm(err) < 0.015:
+                self.start_phase("release")
+            elif self.progress.stalled(togo, patience=10) or self.t_phase > 60:
+                self.start_phase("release")
+            return move(view, target, Rg, 1.0, cap=0.7 if togo > 0.04 else 0.4)
+
+        if ph == "release":
+            if self.t_phase >= 6:
+                self.start_phase("retreat")
+            return move(view, pos, Rg, -1.0, cap=0.3)
+
+        if ph == "retreat":
+            target = np.array([pos[0], pos[1], max(pos[2], self.hover_z) + 0.05])
+            if self.t_phase > 12:
+                return self.finish()  # the planner checks the predicate and retries when it fails
+            return move(view, target, Rg, -1.0, cap=0.5)
+
+        if ph == "backoff":
+            # open and rise clear of the object, then plan again
+            _, _, zt = self._extent()
+            target = np.array([pos[0], pos[1], max(zt + 0.05, pos[2])])
+            if self.t_phase >= 6 and pos[2] > zt + 0.03 or self.t_phase > 25:
+                self.start_phase("plan")
+            return move(view, target, Rg, -1.0, cap=0.6)
+
+        raise RuntimeError(f"unknown phase {ph!r}")
