@@ -59,6 +59,29 @@ def rot_error(R, R_des, symmetric: bool = True) -> float:
     return float(np.arccos(np.clip(c, -1.0, 1.0)))
 
 
+def via_travel(pos, pre, travel_z: float, near: float = 0.015) -> np.ndarray:
+    """Waypoint towards the pre-grasp pose ``pre`` at a safe height: rise first (drifting towards it
+    as the hand clears), over at ``travel_z``, then down to it once within ``near`` horizontally."""
+    pos, pre = np.asarray(pos, float), np.asarray(pre, float)
+    if np.linalg.norm(pos[:2] - pre[:2]) <= near:
+        return pre
+    if pos[2] < travel_z - 0.03:
+        frac = float(np.clip(1.0 - (travel_z - pos[2]) / 0.08, 0.0, 1.0))
+        return np.array([*(pos[:2] + frac * (pre[:2] - pos[:2])), travel_z])
+    return np.array([pre[0], pre[1], travel_z])
+
+
+def rotate_about(point, axis, angle: float, p, R) -> tuple[np.ndarray, np.ndarray]:
+    """The pose (p, R) turned by ``angle`` about the line through ``point`` along ``axis``."""
+    axis = np.asarray(axis, float) / np.linalg.norm(axis)
+    q = np.zeros(4)
+    mujoco.mju_axisAngle2Quat(q, axis, angle)
+    Rz = np.zeros(9)
+    mujoco.mju_quat2Mat(Rz, q)
+    Rz = Rz.reshape(3, 3)
+    return point + Rz @ (np.asarray(p, float) - point), Rz @ R
+
+
 class Progress:
     """Stall detection: ``stalled(v)`` is True once a distance to go ``v`` has not improved by
     ``eps`` for ``patience`` calls."""

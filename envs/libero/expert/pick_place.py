@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .control import move, preshape, rot_error
+from .control import move, preshape, rot_error, via_travel
 from .geometry import APPROACH_BACK, FINGER_BELOW, HAND_HALF_LENGTH
 from .grasp import GraspPlanner
 from .placement import Placement
@@ -126,15 +126,7 @@ class PickPlace(Skill):
         if ph == "approach":
             # over to the pre-grasp pose at a safe height, then down to it
             pre = self.pre
-            dxy = np.linalg.norm(pos[:2] - pre[:2])
-            if dxy > 0.015:
-                if pos[2] < self.travel_z - 0.03:  # rise first, drifting towards the grasp as we clear
-                    frac = float(np.clip(1.0 - (self.travel_z - pos[2]) / 0.08, 0.0, 1.0))
-                    target = np.array([*(pos[:2] + frac * (pre[:2] - pos[:2])), self.travel_z])
-                else:
-                    target = np.array([pre[0], pre[1], self.travel_z])
-            else:
-                target = pre
+            target = via_travel(pos, pre, self.travel_z)
             near = np.linalg.norm(pos - pre) < 0.015 and rot_error(R, Rg) < 0.12
             if near or self.t_phase > 80:
                 self.start_phase("descend")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .articulated import CloseDrawer, OpenDrawer, TurnKnob
 from .control import move
 from .pick_place import PickPlace
 from .sim import SimView
@@ -105,6 +106,10 @@ def make_skill(view: SimView, goal: SubGoal) -> Skill:
     kind = goal.kind
     if kind in PLACE:
         return PickPlace(view, p[1], p[2], kind)
+    if kind in ("turnon", "turnoff"):
+        return TurnKnob(view, p[1], on=kind == "turnon")
+    if kind in ("open", "close") and view.is_site(p[1]) and view.joints_of(p[1]):
+        return OpenDrawer(view, p[1]) if kind == "open" else CloseDrawer(view, p[1])
     raise NotImplementedError(f"the expert has no skill for {p} in {view.task_name}")
 
 
