@@ -9,7 +9,7 @@ family); unknown keys are rejected by the family with the list of valid ones.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from .base import TaskInfo, VLAEnv
 
@@ -20,6 +20,13 @@ class EnvFamily(Protocol):
     def tasks(self, cfg: dict[str, Any]) -> list[TaskInfo]: ...
 
     def make(self, cfg: dict[str, Any], task_id: int) -> VLAEnv: ...
+
+
+@runtime_checkable
+class ResolvesConfig(Protocol):
+    """A family that can spell out its config with every default filled in."""
+
+    def resolve(self, cfg: dict[str, Any]) -> dict[str, Any]: ...
 
 
 # name -> "module:attribute" of an EnvFamily factory (imported on first use)
@@ -68,3 +75,11 @@ def make_env(cfg: dict[str, Any], task_id: int = 0) -> VLAEnv:
     """Build the env for one task of the family named in ``cfg['name']``."""
     fam, rest = _split(cfg)
     return fam.make(rest, task_id)
+
+
+def resolved_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """``cfg`` with the family's defaults filled in (as given when the family cannot say)."""
+    fam, rest = _split(cfg)
+    if isinstance(fam, ResolvesConfig):
+        return {"name": cfg["name"], **fam.resolve(rest)}
+    return dict(cfg)

@@ -67,3 +67,27 @@ def test_libero_imports_without_prompting(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "10"
     assert (tmp_path / "fresh" / "config.yaml").exists()
+
+
+def test_plain_import_libero_in_this_environment_does_not_prompt(tmp_path):
+    """`import libero` as LIBERO's own scripts do it -- no LIBERO_CONFIG_PATH, no ~/.libero, stdin
+    closed -- finds the project's config through the start-up hook and resolves LIBERO's paths."""
+    assets.prepare_libero()
+    code = (
+        "import os, libero.libero as l; print(os.environ['LIBERO_CONFIG_PATH']); "
+        "print(os.path.isdir(l.get_libero_path('bddl_files')))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "LIBERO_CONFIG_PATH"}
+    env["HOME"] = str(tmp_path)  # no ~/.libero here
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,  # not the repository: our package is not imported first
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    cfg_dir, isdir = out.stdout.strip().splitlines()[-2:]
+    assert Path(cfg_dir, "config.yaml").exists() and isdir == "True"

@@ -102,6 +102,33 @@ def ensure_config() -> Path:
     return cfg_file
 
 
+PTH_NAME = "vla_spatial_libero_config.pth"
+# run by Python at start-up in this environment: `import libero` then finds the config written here
+# (unless the user has their own ~/.libero or LIBERO_CONFIG_PATH), so LIBERO's own scripts work too
+PTH_LINE = (
+    "import os, sys; os.path.exists(os.path.expanduser('~/.libero/config.yaml')) or "
+    "os.environ.setdefault('LIBERO_CONFIG_PATH', os.path.join(sys.prefix, 'etc', 'libero'))\n"
+)
+
+
+def install_config_hook() -> Path | None:
+    """Write the start-up hook (a ``.pth`` file in this environment's site-packages) that points
+    ``LIBERO_CONFIG_PATH`` at the config :func:`ensure_config` writes. Returns its path, or None
+    when site-packages is not writable (then set ``LIBERO_CONFIG_PATH`` yourself)."""
+    import sysconfig
+
+    path = Path(sysconfig.get_paths()["purelib"]) / PTH_NAME
+    try:
+        if path.exists() and path.read_text() == PTH_LINE:
+            return path
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(PTH_LINE)
+        os.replace(tmp, path)
+    except OSError:
+        return None
+    return path
+
+
 def link_assets() -> Path:
     """Make the PyPI asset packages visible at ``<site-packages>/libero/libero/assets``."""
     target = assets_dir()
@@ -181,6 +208,7 @@ def prepare_libero() -> None:
     if _ready:
         return
     ensure_config()
+    install_config_hook()
     link_assets()
     verify_assets()
     _ready = True
@@ -192,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="hash every file, ignoring the stamp cache")
     args = parser.parse_args(argv)
     cfg = ensure_config()
+    hook = install_config_hook()
     root = args.root or link_assets()
     try:
         hashed = verify_assets(root, full=args.full)
@@ -200,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     n = len(read_manifest())
     print(
-        f"LIBERO config: {cfg}\nassets: {root} -> {Path(root).resolve()}\n"
+        f"LIBERO config: {cfg} (found by `import libero` via {hook or 'LIBERO_CONFIG_PATH only'})\n"
+        f"assets: {root} -> {Path(root).resolve()}\n"
         f"{n} assets match the manifest ({hashed} hashed now)"
     )
     return 0

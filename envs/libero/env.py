@@ -59,6 +59,7 @@ class LiberoEnv(VLAEnv):
         max_steps: int | None = None,
         controller: str = "OSC_POSE",
         hard_reset: bool = True,
+        env_seed: int = suites.ENV_SEED,
     ) -> None:
         suites.check_suite(suite)
         suites.check_task(suite, task_id)
@@ -74,6 +75,8 @@ class LiberoEnv(VLAEnv):
         self.render_cameras = bool(render) and bool(self.cameras)
         self.depth, self.segmentation, self.orientation = depth, segmentation, orientation
         self.settle_steps, self.controller, self.hard_reset = int(settle_steps), controller, bool(hard_reset)
+        self.env_seed = int(env_seed)
+        self._stream = 0  # resets drawn from LIBERO's random stream since env.seed(env_seed)
         bench = suites.benchmark(suite)
         self._libero_task = bench.get_task(task_id)
         self._init_states = bench.get_task_init_states(task_id)
@@ -127,6 +130,8 @@ class LiberoEnv(VLAEnv):
         else:
             kwargs.update(has_offscreen_renderer=False, use_camera_obs=False)
         self._env = ControlEnv(**kwargs)
+        self._env.seed(self.env_seed)  # once per task env, as OpenVLA's get_libero_env
+        self._stream = 0
         return self._env
 
     @property
@@ -149,19 +154,40 @@ class LiberoEnv(VLAEnv):
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Trial ``k``: the suite's init state ``k``, with LIBERO's random stream where OpenVLA's
+        sequential evaluation has it for episode ``k`` (``seed`` only seeds gymnasium's unused
+        ``np_random``)."""
         super().reset(seed=seed)
         options = options or {}
         trial = int(options.get("trial", 0))
         if not 0 <= trial < len(self._init_states):
             raise ValueError(f"trial {trial} out of range: {self.task.name} has {len(self._init_states)} init states")
         env = self._ensure_sim()
+        self._seek(trial)
         env.reset()
-        env.seed(suites.SEED if seed is None else seed)
+        self._stream += 1
         self._raw = env.set_init_state(self._init_states[trial])
         self._static = self._camera_statics()
         self._settle()
         self._trial, self._steps = trial, 0
         return self._observation(), {"success": bool(env.check_success()), "trial": trial}
+
+    def _seek(self, trial: int) -> None:
+        """Bring LIBERO's random stream to where episode ``trial`` of a sequential run finds it.
+
+        LIBERO re-samples the fixtures' placement (cabinets, stoves, racks move by up to ~2 cm) from
+        numpy's global generator on every reset; the init states fix only the movable objects. The
+        official evaluation seeds the env once per task (``env.seed(0)``) and runs trials 0, 1, ...
+        in order, so episode ``k`` sees the stream after ``k`` resets. An env that is asked for
+        trial ``k`` elsewhere in its stream re-seeds and replays the resets it skipped (about a
+        second each without rendering), so results do not depend on worker scheduling or resume."""
+        env = self._env
+        if self._stream > trial:
+            env.seed(self.env_seed)
+            self._stream = 0
+        while self._stream < trial:
+            env.reset()
+            self._stream += 1
 
     def _settle(self) -> None:
         """The protocol's no-op steps (objects settle). Cameras are switched off meanwhile: nobody
@@ -270,6 +296,7 @@ class LiberoEnv(VLAEnv):
                 "orientation": self.orientation,
                 "controller": self.controller,
                 "settle_steps": self.settle_steps,
+                "env_seed": self.env_seed,
                 "gripper": "-1 open, +1 close",
             },
         )

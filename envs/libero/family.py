@@ -21,6 +21,7 @@ DEFAULTS: dict[str, Any] = {
     "max_steps": None,
     "controller": "OSC_POSE",
     "hard_reset": True,
+    "env_seed": suites.ENV_SEED,
 }
 
 
@@ -33,6 +34,11 @@ def _options(cfg: dict[str, Any]) -> dict[str, Any]:
 
 class LiberoFamily:
     name = "libero"
+
+    def resolve(self, cfg: dict[str, Any]) -> dict[str, Any]:
+        opts = _options(cfg)
+        opts["cameras"] = list(opts["cameras"])
+        return opts
 
     def tasks(self, cfg: dict[str, Any]) -> list[TaskInfo]:
         opts = _options(cfg)

@@ -19,7 +19,8 @@ SUITES = tuple(MAX_STEPS)
 NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
 SETTLE_STEPS = 10
 TRIALS_PER_TASK = 50
-SEED = 7
+SEED = 7  # our RNGs (agents, python/numpy/torch in each worker), as OpenVLA's set_seed_everywhere(7)
+ENV_SEED = 0  # LIBERO's env.seed(), once per task env, as OpenVLA's get_libero_env
 
 
 def check_suite(suite: str) -> str:

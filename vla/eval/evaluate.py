@@ -31,6 +31,8 @@ from ..agents import Seedable, make_agent
 from ..rollout.record import DemoRecorder, merge_demos
 from ..rollout.runtime import Subscriber, run_episode
 from ..rollout.video import VIDEO_MODES, VideoWriter
+from .identity import check_identity, clean_temporaries, run_identity
+from .schedule import LaneSchedule
 from .store import EpisodeStore, summarize, write_json_atomic
 
 
@@ -85,11 +87,28 @@ def suite_name(env_cfg: dict[str, Any]) -> str:
     return str(env_cfg["name"])
 
 
+def seed_everything(seed: int) -> None:
+    """Seed python's, numpy's and (when loaded) torch's global generators, as OpenVLA's
+    ``set_seed_everywhere`` does at the start of ``run_libero_eval``. LIBERO's env then re-seeds
+    numpy once per task env (``env.env_seed``, 0 as OpenVLA), so this governs our RNGs only."""
+    import random
+
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed)
+    os.environ["PYTHONHASHSEED"] = str(seed)  # for processes started from here
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+
+
 class EpisodeRunner:
     """Runs episodes of one spec; keeps the env of the current task alive between episodes."""
 
     def __init__(self, spec: EvalSpec) -> None:
         self.spec = spec
+        seed_everything(spec.seed)
         self.agent = make_agent(spec.agent, seed=spec.seed)
         self.subscribers = build_subscribers(spec)
         self._env = None
@@ -219,13 +238,19 @@ class _Pool:
 
 
 def _run_pool(spec: EvalSpec, todo: deque, on_result: Callable[[dict[str, Any]], None]) -> None:
-    pool = _Pool(spec, min(int(spec.workers), len(todo)))
+    """Run ``todo`` (episodes) in ``spec.workers`` processes; each worker runs consecutive trials
+    of one task where it can (:class:`~vla.eval.schedule.LaneSchedule`)."""
+    schedule = LaneSchedule(list(todo))
+    todo.clear()
+    pool = _Pool(spec, min(int(spec.workers), len(schedule)))
     try:
-        while todo or any(w.job for w in pool.workers):
+        while schedule or any(w.job for w in pool.workers):
             for w in pool.workers:
-                if w.job is None and todo:
-                    w.job, w.started = todo.popleft(), time.time()
-                    w.conn.send(w.job)
+                if w.job is None and schedule:
+                    job = schedule.next(id(w))
+                    if job is not None:
+                        w.job, w.started = job, time.time()
+                        w.conn.send(w.job)
             busy = [w for w in pool.workers if w.job]
             ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=1.0)
             for w in busy:
@@ -261,9 +286,11 @@ def _run_pool(spec: EvalSpec, todo: deque, on_result: Callable[[dict[str, Any]],
                         }
                     )
                     w.job = None
+                    schedule.release(id(w))
                     pool.replace(w)
         pool.close()
     except BaseException:
+        todo.extend(e for lane in schedule.lanes for e in lane)  # what never started, for the summary
         pool.kill()
         raise
 
@@ -304,16 +331,11 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
     if spec.record:
         _check_writable(Path(spec.record))
     tasks, episodes = plan(spec)
-    run_file = out / "run.json"
-    identity = {"env": spec.env, "agent": spec.agent, "extra": spec.extra}
-    if run_file.exists():
-        import json
-
-        previous = json.loads(run_file.read_text())
-        if {k: previous.get(k) for k in identity} != identity:
-            raise ValueError(f"{out} holds episodes of a different run ({run_file}); choose another out= or delete it")
-    else:
-        write_json_atomic(run_file, identity)
+    infos = {t.task_id: t for t in list_tasks(spec.env)}
+    check_identity(out, run_identity(spec, {t: info for t, info in infos.items() if t in tasks}))
+    for p in clean_temporaries(out, *([spec.record] if spec.record else [])):
+        print(f"removed {p} (left by a killed run)", file=sys.stderr)
+    seed_everything(spec.seed)
 
     store = EpisodeStore(out / "episodes.jsonl")
     logs = [log for sub in build_subscribers(spec) for log in sub.episode_logs(out)]
