@@ -184,7 +184,8 @@ def _drawer_goal_q(drawer: Drawer, opening: bool) -> float:
 # clears the table under a low handle), finger opening on the way in (the handle above is close)
 HANDLE_PITCHES = np.deg2rad([0.0, 15.0, 30.0, 45.0])
 HANDLE_OPENINGS = (0.02, 0.015)
-PULL_CAP = 0.35
+PULL_CAP = 1.0
+PULL_LEAD = 0.06  # m the hand leads the handle while pulling
 
 
 class OpenDrawer(Skill):
@@ -265,7 +266,7 @@ class OpenDrawer(Skill):
                 self.start_phase("release")
                 return self.act()
             # the hand follows the handle: where it was at the grasp, moved with the drawer, plus a lead
-            target = self.p_start + (self.q_start - q) * self.u + 0.03 * self.u
+            target = self.p_start + (self.q_start - q) * self.u + PULL_LEAD * self.u
             return move(view, target, self.Rg, 1.0, cap=PULL_CAP)
         if ph == "release":
             if self.t_phase >= 5:

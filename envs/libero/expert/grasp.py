@@ -37,7 +37,10 @@ CLEARANCE_ENOUGH = 0.01
 # rim grasps: fingers tilted by this fraction of the wall's flare, cost. The pads then lie flat on
 # the wall; upright they touch it by an edge and the bowl slowly turns out of the pinch.
 RIM_TILTS = ((1.0, 0.0), (0.6, 0.004), (0.3, 0.012), (0.0, 0.03))
-RIM_DEPTHS = ((0.018, 0.0), (0.011, 0.006))  # rim grasps: grip site below the rim's top edge, cost
+RIM_DEPTHS = ((0.018, 0.0), (0.011, 0.006), (0.026, 0.008))  # rim grasps: grip site below the rim's top, cost
+# rim grasps under an overhang (a bowl next to an open drawer): the hand leans by this much more
+# (out > 0, in < 0) than the wall's flare (rad), cost; tried after every upright-to-flat tilt
+RIM_LEANS = ((0.25, 0.04), (-0.25, 0.04), (0.45, 0.05), (-0.45, 0.05))
 RIM_OPENINGS = ((OPEN, 0.0), (0.026, 0.002), (0.018, 0.004))  # finger opening on the way in, cost
 COMFORT_REACH = 0.72  # m from the robot base (horizontal) beyond which grasp points are penalised
 
@@ -213,6 +216,7 @@ class GraspPlanner:
             # collides. In tight spots (a bowl in a drawer) the fingers come in half closed.
             tilts = RIM_TILTS if abs(wall_tilt) > 1e-3 else RIM_TILTS[-1:]
             options = sorted((ct + co, f * wall_tilt, opening) for f, ct in tilts for opening, co in RIM_OPENINGS)
+            options += [(cl, wall_tilt + lean, OPEN) for lean, cl in RIM_LEANS]
             for cost, tilt, opening in options:
                 clear = clearance(self.obstacles, p, grip_rotation(side, tilt), opening)
                 score = clearance_score(clear) + base - cost

@@ -23,6 +23,7 @@ from .skill import Skill
 
 CARRY_CLEARANCE = 0.035  # object bottom above obstacles while carrying
 CARRY_CAP = 0.7  # action cap while carrying
+EXTRACT_HEADROOM = 0.25  # an object with something less than this above its top is slid out before lifting
 
 
 class PickPlace(Skill):
@@ -85,12 +86,45 @@ class PickPlace(Skill):
         hand_top = self.view.corridor_top(pos[:2], self.pre[:2], HAND_HALF_LENGTH, skip_roots=(self.obj_root,))
         self.travel_z = max(self.hover_z, hand_top + FINGER_BELOW + 0.03)
 
+    def _plan_extraction(self) -> np.ndarray:
+        """Horizontal offset that takes the object out from under an overhang (a bowl beside an
+        open drawer) before it is lifted: the shortest move after which nothing is above its
+        footprint (zero when nothing is)."""
+        pts, zb, zt = self._extent()
+        lo, hi = pts[:, :2].min(0), pts[:, :2].max(0)
+        foot = np.array([[x, y] for x in np.linspace(lo[0], hi[0], 3) for y in np.linspace(lo[1], hi[1], 3)])
+        up = np.array([0.0, 0.0, 1.0])
+
+        def hits(offset):
+            out = []
+            for x, y in foot + offset:
+                dist, g = self.view.ray([x, y, zt + 0.003], up, skip_roots=(self.obj_root,))
+                if g >= 0 and dist < EXTRACT_HEADROOM:
+                    out.append([x, y])
+            return np.array(out).reshape(-1, 2)
+
+        blocked = hits(np.zeros(2))
+        if not len(blocked):
+            return np.zeros(2)
+        away = self._obj_pos()[:2] - blocked.mean(0)
+        away = away / max(np.linalg.norm(away), 1e-9)
+        dirs = [np.array([np.cos(a), np.sin(a)]) for a in np.linspace(0, 2 * np.pi, 16, endpoint=False)]
+        dirs.sort(key=lambda u: -float(u @ away))
+        for r in np.arange(0.02, 0.161, 0.02):
+            for u in dirs:
+                if not len(hits(r * u)):
+                    return (r + 0.03) * u
+        return np.zeros(2)
+
     def _plan_carry(self) -> None:
         """Obstacle heights along the object's straight path to the target, and the release level."""
         pts, zb, zt = self._extent()
         radius = 0.5 * float(np.max(np.ptp(pts[:, :2], axis=0))) + 0.015
         tgt = self.placement.xy()
-        p0 = self._obj_pos()[:2]
+        self.extract = self._plan_extraction()
+        self.lift_xy = self.grasp.xy + self.extract
+        self.extracted = not np.any(self.extract)
+        p0 = self._obj_pos()[:2] + self.extract
         length = float(np.linalg.norm(tgt - p0))
         n = max(2, int(length / 0.02) + 1)
         offs = [np.zeros(2)] + [
@@ -162,8 +196,18 @@ class PickPlace(Skill):
         if ph == "lift":
             obj = self._obj_pos()
             _, zb, _ = self._extent()
+            if not self.extracted:
+                # out from under the overhang first, barely off the support
+                if self.t_phase > 3 and not self._holding():
+                    self.planner.failed_sides.append(g.side)
+                    return self._regrasp()
+                if np.linalg.norm(pos[:2] - self.lift_xy) < 0.01 or self.t_phase > 40:
+                    self.extracted = True
+                    self.start_phase("lift")
+                target = np.array([*self.lift_xy, self.grip_z0 + 0.01])
+                return move(view, target, Rg, 1.0, cap=0.4)
             need = self._carry_bottom(obj[:2])
-            target = np.array([g.xy[0], g.xy[1], pos[2] + need - zb + 0.005])
+            target = np.array([self.lift_xy[0], self.lift_xy[1], pos[2] + need - zb + 0.005])
             lifted = pos[2] - self.grip_z0
             # a bowl held by its rim pivots on its far edge before it comes up: allow for that
             if lifted > 0.05 and (obj[2] - self.obj_z0) < 0.3 * lifted:
