@@ -59,11 +59,12 @@ def rot_error(R, R_des, symmetric: bool = True) -> float:
     return float(np.arccos(np.clip(c, -1.0, 1.0)))
 
 
-def via_travel(pos, pre, travel_z: float, near: float = 0.015) -> np.ndarray:
+def via_travel(pos, pre, travel_z: float, near: float = 0.015, descending: bool = False) -> np.ndarray:
     """Waypoint towards the pre-grasp pose ``pre`` at a safe height: rise first (drifting towards it
-    as the hand clears), over at ``travel_z``, then down to it once within ``near`` horizontally."""
+    as the hand clears), over at ``travel_z``, then down to it once within ``near`` horizontally
+    (``descending``: already on the way down, keep on it unless 3 x ``near`` off)."""
     pos, pre = np.asarray(pos, float), np.asarray(pre, float)
-    if np.linalg.norm(pos[:2] - pre[:2]) <= near:
+    if np.linalg.norm(pos[:2] - pre[:2]) <= (3 * near if descending else near):
         return pre
     if pos[2] < travel_z - 0.03:
         frac = float(np.clip(1.0 - (travel_z - pos[2]) / 0.08, 0.0, 1.0))

@@ -42,6 +42,7 @@ RIM_DEPTHS = ((0.018, 0.0), (0.011, 0.006), (0.026, 0.008))  # rim grasps: grip 
 # (out > 0, in < 0) than the wall's flare (rad), cost; tried after every upright-to-flat tilt
 RIM_LEANS = ((0.25, 0.04), (-0.25, 0.04), (0.45, 0.05), (-0.45, 0.05))
 RIM_OPENINGS = ((OPEN, 0.0), (0.026, 0.002), (0.018, 0.004))  # finger opening on the way in, cost
+RIM_WALL_MIN = 0.5  # a box whose normal is at least this horizontal is a wall, not a lid or a floor
 COMFORT_REACH = 0.72  # m from the robot base (horizontal) beyond which grasp points are penalised
 
 
@@ -161,6 +162,10 @@ class GraspPlanner:
         exact plane; other geoms a vertical wall through their centre."""
         m, d = self.view.model, self.view.data
         center = d.xpos[self.body]
+        pts = self.view.corners(self.geoms)
+        support = self.view.ray_down(*center[:2], z0=float(pts[:, 2].min()) - 1e-3, skip_roots=(self.root,))
+        # the finger tips stay above the support (a plate's wall is lower than a finger reaches)
+        z_min = (support if np.isfinite(support) else float(pts[:, 2].min())) + FINGER_BELOW + 0.003
         out = []
         for g in self.geoms:
             c = self.view.corners([g])
@@ -177,7 +182,7 @@ class GraspPlanner:
                 if np.dot(n[:2], radial) < 0:
                     n = -n
                 nh = np.linalg.norm(n[:2])
-                if nh < 0.5:  # not a wall (a lid or a floor)
+                if nh < RIM_WALL_MIN:  # not a wall (a lid or a floor)
                     continue
                 u = n[:2] / nh
                 tilt = float(np.arcsin(np.clip(-n[2], -0.5, 0.5)))
@@ -190,7 +195,10 @@ class GraspPlanner:
             # grip points on the wall's mid-plane, at the preferred depth below its top edge and,
             # for tight spots (a bowl in a drawer), shallower
             for depth, cost in RIM_DEPTHS:
-                out.append((cg + (ext - depth) * t, float(np.arctan2(u[1], u[0])), tilt, cost))
+                p = cg + (ext - depth) * t
+                if p[2] < z_min:
+                    p = cg + (ext - depth + (z_min - p[2]) / max(t[2], 0.5)) * t
+                out.append((p, float(np.arctan2(u[1], u[0])), tilt, cost))
         return out
 
     def _rim_grasp(self, zt, target_xy) -> Grasp:

@@ -24,10 +24,12 @@ import numpy as np
 from .articulated import CloseDrawer, OpenDrawer, TurnKnob
 from .control import move
 from .pick_place import PickPlace
+from .push import Push, is_pushable
 from .sim import SimView
 from .skill import Skill
 
 PLACE = ("on", "in")
+PUSH_FLAT = True  # flat wide objects (a plate) are pushed
 
 
 @dataclass
@@ -104,6 +106,8 @@ def order_goals(view: SimView) -> list[SubGoal]:
 def make_skill(view: SimView, goal: SubGoal) -> Skill:
     p = goal.predicate
     kind = goal.kind
+    if kind == "on" and PUSH_FLAT and is_pushable(view, p[1], p[2]):
+        return Push(view, p[1], p[2])
     if kind in PLACE:
         return PickPlace(view, p[1], p[2], kind)
     if kind in ("turnon", "turnoff"):
