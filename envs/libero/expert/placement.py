@@ -48,3 +48,40 @@ class Placement:
             lo, hi = self.region_z()
             return max(surface + 0.01, lo + 0.005), hi
         return surface + 0.01, None
+
+
+def _footprint_half(view: SimView, obj: str, axis: np.ndarray) -> float:
+    pts = view.corners(view.colliding_geoms(view.root(view.body(obj))))
+    origin = view.body_pos(view.body(obj))[:2]
+    proj = (pts[:, :2] - origin) @ axis
+    return float(max(proj.max(), -proj.min()))
+
+
+def assign_slots(view: SimView, placements: list[Placement]) -> None:
+    """Objects sharing one region (two moka pots on the stove, two items in the basket) get spots
+    side by side along the region's longer axis, each object's origin inside the region, the one
+    that starts nearer a side going to that side."""
+    by_target: dict[str, list[Placement]] = {}
+    for p in placements:
+        if p.kind == "site":
+            by_target.setdefault(p.target, []).append(p)
+    for target, group in by_target.items():
+        if len(group) < 2:
+            continue
+        size = np.abs(np.asarray(view.se.object_sites_dict[target].size, float))
+        R = view.site_mat(target)
+        k = int(np.argmax(size[:2]))
+        axis = R[:2, k] / max(np.linalg.norm(R[:2, k]), 1e-9)
+        halves = [_footprint_half(view, p.obj, axis) for p in group]
+        centre = view.site_pos(target)[:2]
+        n = len(group)
+        # centres spaced by the objects' footprints (plus a gap), kept inside the region
+        widths = [2 * h + FREE_MARGIN for h in halves]
+        total = sum(widths)
+        edges = np.cumsum([0.0] + widths) - total / 2
+        offsets = [(edges[i] + edges[i + 1]) / 2 for i in range(n)]
+        limit = max(size[k] - FREE_MARGIN, 0.0)
+        offsets = [float(np.clip(o, -limit, limit)) for o in offsets]
+        starts = [float((view.body_pos(view.body(p.obj))[:2] - centre) @ axis) for p in group]
+        for p, off in zip(sorted(group, key=lambda p: starts[group.index(p)]), sorted(offsets)):
+            p.offset = off * axis

@@ -21,14 +21,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .articulated import CloseDrawer, OpenDrawer, TurnKnob
+from .articulated import CloseDoor, CloseDrawer, OpenDrawer, TurnKnob
 from .control import move
 from .pick_place import PickPlace
+from .placement import assign_slots
 from .push import Push, is_pushable
 from .sim import SimView
 from .skill import Skill
 
 PLACE = ("on", "in")
+SETTLE_WAIT = 40  # steps the expert waits at most for a scene still in motion at the start
+SETTLED_SPEED = 0.05  # m/s: the fastest object slower than this: the scene is at rest
 PUSH_FLAT = True  # flat wide objects (a plate) are pushed
 
 
@@ -114,6 +117,8 @@ def make_skill(view: SimView, goal: SubGoal) -> Skill:
         return TurnKnob(view, p[1], on=kind == "turnon")
     if kind in ("open", "close") and view.is_site(p[1]) and view.joints_of(p[1]):
         return OpenDrawer(view, p[1]) if kind == "open" else CloseDrawer(view, p[1])
+    if kind == "close" and view.is_fixture(p[1]) and view.joints_of(p[1]):
+        return CloseDoor(view, p[1])
     raise NotImplementedError(f"the expert has no skill for {p} in {view.task_name}")
 
 
@@ -134,6 +139,7 @@ class LiberoExpert:
         self.goals = order_goals(self.view)
         for g in self.goals:  # build every skill now: an unsupported goal is refused at reset
             g.skill = make_skill(self.view, g)
+        assign_slots(self.view, [g.skill.placement for g in self.goals if isinstance(g.skill, PickPlace)])
         self.current, self.log, self.t = None, [], 0
 
     # ------------------------------------------------------------------ diagnostics
@@ -160,6 +166,11 @@ class LiberoExpert:
         if self.view is None:
             raise RuntimeError("call reset() before act()")
         self.t += 1
+        if self.current is None and self.t <= SETTLE_WAIT and self.view.fastest_object() > SETTLED_SPEED:
+            # some LIBERO init states start with objects in collision: they jump and fall during the
+            # first steps. Plans made on a scene in flight go wrong, so wait for it to come to rest.
+            pos, R = self.view.grip()
+            return move(self.view, pos, R, -1.0, cap=0.3, symmetric=False)
         for _ in range(3):
             if self.current is None or self.current.skill.status != "running":
                 nxt = self._pending()

@@ -231,6 +231,13 @@ class SimView:
                 top = max(top, self.ray_down(c[0] + o[0], c[1] + o[1], skip_roots=skip_roots))
         return top
 
+    def fastest_object(self) -> float:
+        """The highest linear speed (m/s) of any freely moving object (0 when all are at rest)."""
+        m, d = self.model, self.data
+        free = np.nonzero(m.jnt_type == mujoco.mjtJoint.mjJNT_FREE)[0]
+        speeds = [np.linalg.norm(d.qvel[m.jnt_dofadr[j] : m.jnt_dofadr[j] + 3]) for j in free]
+        return float(max(speeds, default=0.0))
+
     # ------------------------------------------------------------------ the gripper
     def grip(self) -> tuple[np.ndarray, np.ndarray]:
         d = self.data
