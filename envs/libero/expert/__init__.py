@@ -7,7 +7,7 @@ close, always one of the two).
 
 Modules: ``geometry`` (gripper model, box overlap), ``sim`` (the handle to the simulator),
 ``control`` (motion primitives), ``grasp`` (grasp planning), ``placement`` (where to put things),
-``skill`` (the skill protocol), ``pick_place``, ``articulated`` (drawers, doors, knobs), ``push``,
+``skill`` (the skill protocol), ``pick_place``, ``knob``, ``drawer``, ``door``, ``push``,
 ``planner`` (goal predicates -> ordered sub-goals -> skills).
 """
 

@@ -102,6 +102,9 @@ class Grasp:
     side: float  # approach angle for rim grasps (to penalise a failed side), else yaw
     tilt: float = 0.0  # rim grasps: fingers tilted inward by this angle to lie flat on a flared wall
     opening: float = OPEN  # finger joint position on the way in (narrower for tight spots)
+    roll: float = 0.0  # turned about the finger axis by this much (the hand leans out of a container)
+    R: np.ndarray | None = None  # an explicit orientation (handle grasps), overriding yaw/tilt/roll
+    back: float = APPROACH_BACK  # the fingers come in along the approach axis from this far
 
     @property
     def pos(self) -> np.ndarray:
@@ -113,4 +116,10 @@ class Grasp:
 
     def rotation(self) -> np.ndarray:
         """Desired grip-site orientation: x = finger (closing) axis, z = approach (fingers point along +z)."""
-        return grip_rotation(self.yaw, self.tilt)
+        if self.R is not None:
+            return self.R
+        R = grip_rotation(self.yaw, self.tilt)
+        if self.roll:
+            c, s = np.cos(self.roll), np.sin(self.roll)
+            R = R @ np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
+        return R

@@ -26,7 +26,7 @@ from .geometry import (
     SIGNS,
     Grasp,
     box_separation,
-    grip_rotation,
+    frame_from_axes,
     gripper_parts,
     wrap,
 )
@@ -43,6 +43,14 @@ RIM_DEPTHS = ((0.018, 0.0), (0.011, 0.006), (0.026, 0.008))  # rim grasps: grip 
 RIM_LEANS = ((0.25, 0.04), (-0.25, 0.04), (0.45, 0.05), (-0.45, 0.05))
 RIM_OPENINGS = ((OPEN, 0.0), (0.026, 0.002), (0.018, 0.004))  # finger opening on the way in, cost
 RIM_WALL_MIN = 0.5  # a box whose normal is at least this horizontal is a wall, not a lid or a floor
+# rim grasps for containers with a roof (a microwave): turned about the finger axis so the hand
+# stays out of the container while the object goes in (rad), cost
+RIM_ROLLS = ((0.4, 0.01), (-0.4, 0.01), (0.8, 0.02), (-0.8, 0.02), (1.1, 0.03), (-1.1, 0.03))
+HANDLE_COST = 0.005  # handle grasps are for where a rim grasp does not fit
+HANDLE_WRIST = 0.13  # m from the grip site back to the wrist of a level hand
+HANDLE_WRIST_REACH = 0.58  # m from the base: farther, a level hand low over the table is near full stretch
+HANDLE_BACK = 0.05  # m the fingers come in from, level, before a handle (things stand behind it)
+HANDLE_TURNS = np.deg2rad([0.0, 20.0, -20.0, 40.0, -40.0])  # handle grasps: approach turned from the radial
 COMFORT_REACH = 0.72  # m from the robot base (horizontal) beyond which grasp points are penalised
 
 
@@ -99,16 +107,34 @@ class GraspPlanner:
         pts = self.view.corners(self.geoms)
         return pts, pts[:, 2].min(), pts[:, 2].max()
 
-    def plan(self, target_xy) -> Grasp:
-        """The best grasp for carrying the object towards ``target_xy``."""
+    def plan(self, target_xy, release=None) -> Grasp:
+        """The best grasp for carrying the object towards ``target_xy``. ``release``: (offset from the
+        object's position to where it is let go, obstacles there) -- the gripper must fit there too
+        (inside a microwave), and rim grasps may roll about the finger axis to lean out."""
         self.obstacles = self.view.obstacles(self.view.data.xpos[self.body], skip_roots=())
+        self.release = release
         pts, zb, zt = self.extent()
         xy = pts[:, :2]
         angles = np.deg2rad(np.arange(0, 180, 5))
         widths = np.array([np.ptp(xy @ np.array([np.cos(a), np.sin(a)])) for a in angles])
         if widths.min() <= MAX_GRASP_WIDTH:
             return self._body_grasp(pts, zb, zt, angles, widths)
-        return self._rim_grasp(zt, target_xy)
+        best = self._rim_grasp(zt, target_xy)
+        if release is not None:
+            # under a roof a hand over the object hardly fits: a handle held from the side keeps
+            # the hand level with it (the mug into the microwave), where the arm can get there
+            handle = self._handle_grasp(pts, zb, zt)
+            if handle is not None and (best is None or handle.score > best.score):
+                best = handle
+        return best
+
+    def _clearance(self, g: Grasp) -> float:
+        R = g.rotation()
+        clear = clearance(self.obstacles, g.pos, R, g.opening, sweep=g.back)
+        if self.release is not None:  # and where the object is let go (fingers closed on it)
+            offset, obstacles = self.release
+            clear = min(clear, clearance(obstacles, g.pos + offset, R, 0.5 * g.opening, sweep=0.0))
+        return clear
 
     # ------------------------------------------------------------------ costs
     def _side_penalty(self, side: float) -> float:
@@ -143,7 +169,7 @@ class GraspPlanner:
             v = np.array([-u[1], u[0]])
             projv = xy @ v
             center = u * 0.5 * (proj.min() + proj.max()) + v * 0.5 * (projv.min() + projv.max())
-            clear = clearance(self.obstacles, np.array([center[0], center[1], z]), grip_rotation(float(a)))
+            clear = self._clearance(Grasp(center, float(z), float(a), "body", 0.0, float(a)))
             score = (
                 clearance_score(clear)
                 - 0.3 * max(0.0, w - 0.055)
@@ -153,6 +179,45 @@ class GraspPlanner:
             )
             if best is None or score > best.score:
                 best = Grasp(xy=center, z=float(z), yaw=float(a), kind="body", score=float(score), side=float(a))
+        return best
+
+    # ------------------------------------------------------------------ handle grasps
+    def _handle_grasp(self, pts, zb, zt) -> Grasp | None:
+        """A mug's handle, held from outside: the fingers horizontal, pointing at the body, on either
+        side of the handle's outer bar. The handle is the geoms standing out of the body's circle."""
+        view = self.view
+        cs = np.array([view.corners([g]).mean(0) for g in self.geoms])
+        top = cs[:, 2] > zb + 0.6 * (zt - zb)
+        axis = np.median(cs[top, :2], axis=0) if top.sum() >= 3 else cs[:, :2].mean(0)
+        r = np.linalg.norm(cs[:, :2] - axis, axis=1)
+        body_r = float(np.median(r[top])) if top.sum() >= 3 else float(np.median(r))
+        out = r > body_r + 0.012
+        if out.sum() < 1:
+            return None
+        bar_i = int(np.argmax(np.where(out, r, -np.inf)))
+        bar = view.corners([self.geoms[bar_i]])
+        centre = bar.mean(0)
+        u = centre[:2] - axis
+        u = u / np.linalg.norm(u)  # from the body out to the handle
+        outer = float(np.max((bar[:, :2] - axis) @ u))
+        grip = np.array([*(axis + (outer - 0.004) * u), centre[2]])
+        best = None
+        for k, turn in enumerate(HANDLE_TURNS):  # straight at the body, or from a little aside
+            c, s_ = np.cos(turn), np.sin(turn)
+            v = np.array([c * u[0] - s_ * u[1], s_ * u[0] + c * u[1]])
+            approach = np.array([-v[0], -v[1], 0.0])
+            for flip in (1.0, -1.0):
+                R = frame_from_axes(flip * np.array([-v[1], v[0], 0.0]), approach)
+                g = Grasp(grip[:2].copy(), float(grip[2]), float(np.arctan2(v[1], v[0])), "handle", 0.0, 0.0, R=R)
+                g.back = HANDLE_BACK
+                # a level hand reaches less far than one pointing down: the wrist must be in reach too
+                wrist = grip[:2] - HANDLE_WRIST * approach[:2]
+                far = float(np.linalg.norm(wrist - self.view.base_xy)) - HANDLE_WRIST_REACH
+                reach = self._reach(grip[:2]) + 0.5 * max(0.0, far)
+                score = clearance_score(self._clearance(g)) - reach - 0.002 * k - HANDLE_COST
+                if best is None or score > best.score:
+                    g.score = float(score)
+                    best = g
         return best
 
     # ------------------------------------------------------------------ rim grasps
@@ -223,22 +288,17 @@ class GraspPlanner:
             # pads parallel to a flared wall hold far better; upright fingers only where tilting
             # collides. In tight spots (a bowl in a drawer) the fingers come in half closed.
             tilts = RIM_TILTS if abs(wall_tilt) > 1e-3 else RIM_TILTS[-1:]
-            options = sorted((ct + co, f * wall_tilt, opening) for f, ct in tilts for opening, co in RIM_OPENINGS)
-            options += [(cl, wall_tilt + lean, OPEN) for lean, cl in RIM_LEANS]
-            for cost, tilt, opening in options:
-                clear = clearance(self.obstacles, p, grip_rotation(side, tilt), opening)
+            options = sorted((ct + co, f * wall_tilt, opening, 0.0) for f, ct in tilts for opening, co in RIM_OPENINGS)
+            options += [(cl, wall_tilt + lean, OPEN, 0.0) for lean, cl in RIM_LEANS]
+            if self.release is not None:
+                options += [(cr, wall_tilt, OPEN, roll) for roll, cr in RIM_ROLLS]
+            for cost, tilt, opening, roll in options:
+                g = Grasp(p[:2].copy(), float(p[2]), side, "rim", 0.0, side, tilt, opening, roll)
+                clear = self._clearance(g)
                 score = clearance_score(clear) + base - cost
                 if best is None or score > best.score:
-                    best = Grasp(
-                        xy=p[:2].copy(),
-                        z=float(p[2]),
-                        yaw=side,
-                        kind="rim",
-                        score=float(score),
-                        side=side,
-                        tilt=tilt,
-                        opening=opening,
-                    )
+                    g.score = float(score)
+                    best = g
                 if clear >= CLEARANCE_ENOUGH:
                     break  # the costlier options of this grasp point cannot score higher
         return best

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .control import move, preshape, rot_error, via_travel
-from .geometry import APPROACH_BACK, FINGER_BELOW, HAND_HALF_LENGTH
+from .geometry import FINGER_BELOW, HAND_HALF_LENGTH
 from .grasp import GraspPlanner
 from .placement import Placement
 from .sim import SimView
@@ -71,6 +71,15 @@ class PickPlace(Skill):
         self._no_contact = not touching
         return dev < 0.05 and not lost_contact
 
+    def carry_xy(self) -> np.ndarray:
+        """Where the carry takes the object (the placement point; a container with a roof: the
+        point in front of its opening)."""
+        return self.placement.xy()
+
+    def _release_check(self):
+        """(offset to the release pose, obstacles there) for grasps that must fit there too; None."""
+        return None
+
     def _regrasp(self) -> np.ndarray:
         self.regrasps += 1
         self.start_phase("backoff")
@@ -78,10 +87,10 @@ class PickPlace(Skill):
 
     # ------------------------------------------------------------------ planning
     def _plan(self) -> None:
-        self.grasp = self.planner.plan(self.placement.xy())
+        self.grasp = self.planner.plan(self.placement.xy(), self._release_check())
         g = self.grasp
         pos, _ = self.view.grip()
-        self.pre = g.pregrasp(APPROACH_BACK)
+        self.pre = g.pregrasp(g.back)
         self.hover_z = float(self.pre[2])
         hand_top = self.view.corridor_top(pos[:2], self.pre[:2], HAND_HALF_LENGTH, skip_roots=(self.obj_root,))
         self.travel_z = max(self.hover_z, hand_top + FINGER_BELOW + 0.03)
@@ -120,7 +129,7 @@ class PickPlace(Skill):
         """Obstacle heights along the object's straight path to the target, and the release level."""
         pts, zb, zt = self._extent()
         radius = 0.5 * float(np.max(np.ptp(pts[:, :2], axis=0))) + 0.015
-        tgt = self.placement.xy()
+        tgt = self.carry_xy()
         self.extract = self._plan_extraction()
         self.lift_xy = self.grasp.xy + self.extract
         self.extracted = not np.any(self.extract)
@@ -225,7 +234,7 @@ class PickPlace(Skill):
                 return self._regrasp()
             obj = self._obj_pos()
             _, zb, _ = self._extent()
-            err = self.placement.xy() - obj[:2]
+            err = self.carry_xy() - obj[:2]
             need = self._carry_bottom(obj[:2])
             target = np.array([pos[0] + err[0], pos[1] + err[1], pos[2] + need - zb])
             if np.linalg.norm(err) < 0.012 or self.t_phase > 150:
@@ -235,7 +244,7 @@ class PickPlace(Skill):
         if ph == "lower":
             if not self._holding():
                 return self._regrasp()
-            err = self.placement.xy() - self._obj_pos()[:2]
+            err = self.carry_xy() - self._obj_pos()[:2]
             _, zb, _ = self._extent()
             togo = zb - self.release_bottom
             target = np.array([pos[0] + err[0], pos[1] + err[1], pos[2] - togo])

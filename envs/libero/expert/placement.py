@@ -46,6 +46,9 @@ class Placement:
         surface = self.view.ray_down(tgt[0], tgt[1], skip_roots=(obj_root,))
         if self.relation == "in" and self.kind == "site":
             lo, hi = self.region_z()
+            if surface > hi:  # a roof over the region (a microwave's): its floor is under it
+                mid = float(self.view.site_pos(self.target)[2])
+                surface = self.view.ray_down(tgt[0], tgt[1], z0=mid, skip_roots=(obj_root,))
             return max(surface + 0.01, lo + 0.005), hi
         return surface + 0.01, None
 

@@ -21,8 +21,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .articulated import CloseDoor, CloseDrawer, OpenDrawer, TurnKnob
+from .door import CloseDoor
+from .drawer import CloseDrawer, OpenDrawer
+from .knob import TurnKnob
 from .control import move
+from .insert import InsertPlace, find_cover
 from .pick_place import PickPlace
 from .placement import assign_slots
 from .push import Push, is_pushable
@@ -112,7 +115,9 @@ def make_skill(view: SimView, goal: SubGoal) -> Skill:
     if kind == "on" and PUSH_FLAT and is_pushable(view, p[1], p[2]):
         return Push(view, p[1], p[2])
     if kind in PLACE:
-        return PickPlace(view, p[1], p[2], kind)
+        skill = PickPlace(view, p[1], p[2], kind)
+        cover = find_cover(view, skill.placement, p[1])
+        return skill if cover is None else InsertPlace(view, p[1], p[2], kind, cover)
     if kind in ("turnon", "turnoff"):
         return TurnKnob(view, p[1], on=kind == "turnon")
     if kind in ("open", "close") and view.is_site(p[1]) and view.joints_of(p[1]):

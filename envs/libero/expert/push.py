@@ -29,7 +29,7 @@ from .skill import Skill
 FLAT = 0.03  # objects lower than this (and too wide to grasp) are pushed, not carried
 PUSH_DONE = 0.012  # m from the target point
 PUSH_CAP = 0.6
-PUSH_INTO = 0.025  # the pusher's target lies this far beyond the edge it pushes
+PUSH_INTO = 0.05  # the pusher's target lies this far beyond the edge it pushes (the force grows with it)
 WAYPOINT_REACHED = 0.025  # m: on to the next waypoint
 OFF_LINE = 0.025  # m off the push line before the pusher goes round
 PITCHES = np.deg2rad([0.0, 30.0, 50.0])  # behind pushes: fingers pitched towards the object

@@ -1,137 +1,21 @@
-"""Skills on articulated fixtures: turn a knob (the stove), pull a drawer open, push it closed, swing
-a door (the microwave) open or shut.
-
-Each works on the joint LIBERO's predicate reads (``open`` / ``close`` / ``turnon`` / ``turnoff``)
-and moves the hand with the joint's own kinematics: a grasped knob turns about the hinge's axis
-(the stove's dial is not centred on it), a grasped handle slides along the drawer's axis, a door
-is pushed along the arc of its hinge. The target joint positions come from LIBERO's own ranges.
+"""Drawers: ``OpenDrawer`` (pinch the handle from the front, pull along the slide) and
+``CloseDrawer`` (push the handle shut). Both work on the joint LIBERO's ``open`` / ``close`` read
+and take their target positions from LIBERO's own ranges.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .control import move, preshape, rot_error, rotate_about, via_travel
+from .control import move, preshape, rot_error, via_travel
 from .geometry import (
-    FINGER_BELOW,
-    FINGER_HALF_WIDTH,
-    HAND_ABOVE,
-    HAND_HALF_LENGTH,
     SIGNS,
     frame_from_axes,
-    grip_rotation,
     gripper_parts,
 )
 from .grasp import clearance, clearance_score
 from .sim import SimView
 from .skill import Skill
-
-TURN_MARGIN = 0.45  # rad past LIBERO's turn-on threshold
-TURN_LEAD = 0.6  # rad the commanded knob angle leads the measured one
-
-
-class TurnKnob(Skill):
-    """Pinch the knob's ridge and turn it about its hinge until LIBERO's ``turnon`` / ``turnoff``
-    holds."""
-
-    name = "turn_knob"
-
-    def __init__(self, view: SimView, fixture: str, on: bool) -> None:
-        super().__init__(view)
-        joints = view.joints_of(fixture)
-        if len(joints) != 1:
-            raise NotImplementedError(f"{fixture!r} has joints {joints}: TurnKnob needs exactly one hinge")
-        self.fixture, self.on = fixture, on
-        self.joint = view.joint_id(joints[0])
-        self.knob_body = int(view.model.jnt_bodyid[self.joint])
-        ranges = view.libero_object(fixture).object_properties["articulation"]
-        lo, hi = view.model.jnt_range[self.joint]
-        if on:
-            self.goal_q = min(min(ranges["default_turnon_ranges"]) + TURN_MARGIN, hi - 0.05)
-        else:
-            self.goal_q = float(lo) - 0.3  # the joint's own limit stops it just below LIBERO's threshold
-        self.regrasps = 0
-        self.start_phase("start")
-
-    def describe(self) -> str:
-        return f"turn_knob({self.fixture} {'on' if self.on else 'off'})[{self.phase}]"
-
-    def _reached(self) -> bool:
-        return self.view.holds(["turnon" if self.on else "turnoff", self.fixture])
-
-    def _plan(self) -> None:
-        """Grasp the ridge (the knob's geoms rising above its dial) at its centre, fingers across it."""
-        view = self.view
-        geoms = view.body_geoms(self.knob_body)
-        tops = np.array([view.corners([g])[:, 2].max() for g in geoms])
-        ridge = geoms[tops > tops.min() + 0.01]
-        pts = view.corners(ridge)
-        xy = pts[:, :2] - pts[:, :2].mean(0)
-        _, _, vt = np.linalg.svd(xy, full_matrices=False)
-        along = vt[0]
-        self.grasp_xy = 0.5 * (pts[:, :2].min(0) + pts[:, :2].max(0))
-        top = float(pts[:, 2].max())
-        dial_top = float(tops.min())
-        self.grasp_z = max(top - 0.012, dial_top + FINGER_BELOW + 0.004)
-        yaw = float(np.arctan2(along[1], along[0])) + np.pi / 2  # finger axis across the ridge
-        _, R = view.grip()
-        cur = np.arctan2(R[1, 0], R[0, 0])
-        if np.cos(yaw - cur) < 0:  # the nearer of the two equivalent finger directions
-            yaw += np.pi
-        self.Rg = grip_rotation(yaw)
-        self.pre = np.array([*self.grasp_xy, top + 0.06])
-        self.travel_z = top + 0.06
-
-    def step(self):
-        view = self.view
-        pos, R = view.grip()
-        ph = self.phase
-        if ph == "start":
-            if self._reached():
-                return self.finish()
-            self._plan()
-            self.start_phase("approach")
-            return self.act()
-        if ph == "approach":
-            target = via_travel(pos, self.pre, self.travel_z)
-            if (np.linalg.norm(pos - self.pre) < 0.015 and rot_error(R, self.Rg) < 0.1) or self.t_phase > 80:
-                self.start_phase("descend")
-            return move(view, target, self.Rg, -1.0)
-        if ph == "descend":
-            target = np.array([*self.grasp_xy, self.grasp_z])
-            togo = float(np.linalg.norm(pos - target))
-            if togo < 0.005 or self.progress.stalled(togo) or self.t_phase > 40:
-                self.start_phase("close")
-            return move(view, target, self.Rg, -1.0, cap=1.0 if togo > 0.04 else 0.5)
-        if ph == "close":
-            if self.t_phase >= 8:
-                self.G0, self.R0 = view.grip()
-                self.q0 = view.qpos(self.joint)
-                self.anchor, self.axis = view.joint_anchor(self.joint)
-                self.start_phase("turn")
-            return move(view, np.array([*self.grasp_xy, self.grasp_z]), self.Rg, 1.0, cap=0.5)
-        if ph == "turn":
-            q = view.qpos(self.joint)
-            sign = 1.0 if self.goal_q > self.q0 else -1.0
-            if self._reached() and (self.on and q >= self.goal_q - 0.1 or not self.on):
-                self.start_phase("release")
-                return self.act()
-            if self.progress.stalled(sign * (self.goal_q - q), eps=0.01, patience=12) or self.t_phase > 120:
-                self.regrasps += 1
-                self.start_phase("release")
-                return self.act()
-            q_cmd = q + sign * min(TURN_LEAD, abs(self.goal_q - q) + 0.05)
-            p, Rt = rotate_about(self.anchor, self.axis, q_cmd - self.q0, self.G0, self.R0)
-            return move(view, p, Rt, 1.0, cap=0.6, symmetric=False)
-        if ph == "release":
-            if self.t_phase >= 5:
-                self.start_phase("retreat")
-            return move(view, pos, R, -1.0, cap=0.2, symmetric=False)
-        if ph == "retreat":
-            if pos[2] > self.pre[2] - 0.01 or self.t_phase > 20:
-                return self.finish()
-            return move(view, np.array([pos[0], pos[1], self.pre[2] + 0.02]), R, -1.0, cap=0.6, symmetric=False)
-        raise RuntimeError(f"unknown phase {ph!r}")
 
 
 class Drawer:
@@ -388,101 +272,4 @@ class CloseDrawer(Skill):
             if self.t_phase > 16:
                 return self.finish()
             return move(view, back, self.Rg, 1.0, cap=0.5)
-        raise RuntimeError(f"unknown phase {ph!r}")
-
-
-DOOR_CONTACT = 0.7  # push a door this far (as a fraction of its length) from the hinge
-DOOR_LEAD = 0.08  # m the pusher's target lies beyond the door's face (the push force grows with it)
-
-
-class CloseDoor(Skill):
-    """Swing a hinged door shut (the microwave's): the closed fingers, pointing down, against the
-    door's face near its top edge (the hand above the door), pushed along the arc of the hinge
-    until LIBERO's ``close`` holds."""
-
-    name = "close_door"
-
-    def __init__(self, view: SimView, fixture: str) -> None:
-        super().__init__(view)
-        joints = view.joints_of(fixture)
-        if len(joints) != 1:
-            raise NotImplementedError(f"{fixture!r} has joints {joints}: CloseDoor needs exactly one hinge")
-        self.fixture = fixture
-        self.joint = view.joint_id(joints[0])
-        self.door = int(view.model.jnt_bodyid[self.joint])
-        self.geoms = view.body_geoms(self.door)
-        ranges = view.libero_object(fixture).object_properties["articulation"]
-        lo, hi = (float(x) for x in view.model.jnt_range[self.joint])
-        closed = ranges["default_close_ranges"]
-        # LIBERO's microwave is closed when q > min(close range); its joint closes towards hi
-        self.sign = 1.0 if np.mean(closed) > np.mean(ranges["default_open_ranges"]) else -1.0
-        self.goal_q = hi if self.sign > 0 else lo
-        self.start_phase("start")
-
-    def describe(self) -> str:
-        return f"close_door({self.fixture})[{self.phase}]"
-
-    def _door(self):
-        """(hinge point, door direction d (hinge to free end, horizontal), length, the direction
-        its face moves while closing, top of the door)."""
-        A, axis = self.view.joint_anchor(self.joint)
-        pts = self.view.corners(self.geoms)
-        rel = pts[:, :2] - A[:2]
-        far = rel[np.argmax(np.linalg.norm(rel, axis=1))]
-        length = float(np.linalg.norm(far))
-        d = np.array([*(far / max(length, 1e-9)), 0.0])
-        moving = np.cross(self.sign * axis, d)
-        moving[2] = 0.0
-        moving /= max(np.linalg.norm(moving), 1e-9)
-        # the face pushed: the door panel's (its largest geom, not the handle) side facing away from
-        # where it moves
-        vol = [float(np.prod(self.view.model.geom_aabb[g][3:])) for g in self.geoms]
-        panel = self.view.corners([self.geoms[int(np.argmax(vol))]])
-        thick = (panel - A) @ moving
-        return A, d, length, moving, float(thick.min()), float(panel[:, 2].max())
-
-    def _pusher(self, lead: float):
-        A, d, length, moving, back, top = self._door()
-        z = top + 0.005 - HAND_ABOVE  # the hand just above the door, the finger tips on its face
-        p = A + DOOR_CONTACT * length * d + (back - FINGER_HALF_WIDTH - 0.006 + lead) * moving
-        p[2] = z
-        return p, grip_rotation(float(np.arctan2(d[1], d[0])))
-
-    def step(self):
-        view = self.view
-        pos, R = view.grip()
-        ph = self.phase
-        if ph == "start":
-            if view.holds(["close", self.fixture]):
-                return self.finish()
-            self.contact, self.Rg = self._pusher(0.0)
-            self.pre = self.contact + np.array([0.0, 0.0, 0.08])
-            hand_top = view.corridor_top(pos[:2], self.pre[:2], HAND_HALF_LENGTH)
-            self.travel_z = max(self.pre[2], hand_top + FINGER_BELOW + 0.03)
-            self.start_phase("approach")
-            return self.act()
-        if ph == "approach":
-            descending = np.linalg.norm(pos[:2] - self.pre[:2]) < 0.045 and pos[2] < self.travel_z - 0.02
-            target = via_travel(pos, self.pre, self.travel_z, descending=descending)
-            if np.linalg.norm(pos[:2] - self.pre[:2]) < 0.015 and pos[2] < self.pre[2] + 0.01:
-                target = self.contact
-                if np.linalg.norm(pos - self.contact) < 0.008 or self.progress.stalled(pos[2] - self.contact[2]):
-                    self.start_phase("push")
-            if self.t_phase > 90:
-                self.start_phase("push")
-            return move(view, target, self.Rg, 1.0)
-        if ph == "push":
-            if view.holds(["close", self.fixture]):
-                self.start_phase("retreat")
-                return self.act()
-            q = view.qpos(self.joint)
-            if self.progress.stalled(self.sign * (self.goal_q - q), eps=0.01, patience=15) or self.t_phase > 100:
-                self.start_phase("start")  # lost the door: from the top again
-                return move(view, pos + np.array([0.0, 0.0, 0.05]), R, 1.0, cap=0.5, symmetric=False)
-            target, Rt = self._pusher(DOOR_LEAD)
-            return move(view, target, Rt, 1.0, cap=0.6)
-        if ph == "retreat":
-            if self.t_phase > 8:
-                return self.finish()
-            return move(view, pos + np.array([0.0, 0.0, 0.05]), R, 1.0, cap=0.5, symmetric=False)
         raise RuntimeError(f"unknown phase {ph!r}")
