@@ -103,6 +103,10 @@ class RecordsDemos(Protocol):
 
     def instance_names(self) -> dict[int, str]: ...
 
+    def model_xml(self) -> str: ...
+
+    def record_frame(self, frame: Any) -> dict[str, np.ndarray]: ...  # rgb, depth, K, T_world_cam[, instance]
+
 
 def check_action(action: Any, space: gym.spaces.Box) -> np.ndarray:
     """Validate an agent's action against a Box space: shape, finiteness; clip to the bounds."""

@@ -23,7 +23,7 @@ from spatial_memory.frame import CameraFrame
 
 from .. import _gl
 from ..base import ActionSpec, ArraySpec, CameraSpec, EnvSpec, Observation, SceneTruth, TaskInfo, VLAEnv, check_action
-from . import camera, suites
+from . import camera, dataset_format, suites
 from .truth import categories, scene_truth
 
 CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
@@ -44,6 +44,8 @@ def quat_xyzw_to_axis_angle(q: np.ndarray) -> np.ndarray:
 
 
 class LiberoEnv(VLAEnv):
+    CAMERAS = CAMERAS
+
     def __init__(
         self,
         suite: str = "libero_spatial",
@@ -320,38 +322,16 @@ class LiberoEnv(VLAEnv):
         return self._env.get_sim_state()
 
     def dataset_attrs(self) -> dict[str, str]:
-        """File-level attributes of LIBERO's HDF5 datasets for this task."""
-        import json
+        """File-level attributes of LIBERO's HDF5 datasets for this task (:mod:`.dataset_format`)."""
+        return dataset_format.dataset_attrs(self)
 
-        inner = self._ensure_sim()
-        problem_info = {
-            "problem_name": inner.problem_name,
-            "domain_name": inner.domain_name,
-            "language_instruction": inner.language_instruction,
-        }
-        env_args = {
-            "type": 1,
-            "env_name": inner.problem_name,
-            "problem_name": inner.problem_name,
-            "bddl_file": self.bddl_file,
-            "env_kwargs": {
-                "suite": self.suite,
-                "task_id": self.task_id,
-                "resolution": self.resolution,
-                "cameras": list(self.cameras),
-                "controller": self.controller,
-            },
-        }
-        with open(self.bddl_file) as f:
-            bddl = f.read()
-        return {
-            "env_name": inner.problem_name,
-            "problem_info": json.dumps(problem_info),
-            "bddl_file_name": self.bddl_file,
-            "bddl_file_content": bddl,
-            "env_args": json.dumps(env_args),
-            "image_orientation": self.orientation,
-        }
+    def model_xml(self) -> str:
+        """The MJCF of the current episode (LIBERO's per-demo ``model_file``)."""
+        return self._ensure_sim().env.sim.model.get_xml()
+
+    def record_frame(self, frame) -> dict[str, np.ndarray]:
+        """A camera frame as the official files store it (OpenGL image convention)."""
+        return dataset_format.record_frame(frame, self.orientation)
 
     def expert(self):
         from .expert import LiberoExpert

@@ -1,19 +1,31 @@
 """Demonstrations as HDF5, in the layout of the official LIBERO datasets, plus what the memory needs.
 
-Per task one file ``<task name>_demo.hdf5``::
+Per task one file ``<task name>_demo.hdf5``, readable unchanged by LIBERO's and robomimic's own
+loaders (``libero.lifelong.datasets.get_dataset``, ``robomimic.utils.dataset.SequenceDataset``)::
 
-    data/                       attrs: env_name, problem_info, bddl_file_name, bddl_file_content,
-                                       env_args, language_instruction, image_orientation,
+    data/                       attrs: env_name, problem_info, macros_image_convention ("opengl"),
+                                       bddl_file_name, bddl_file_content, env_args (JSON; its
+                                       env_kwargs rebuild the task with LIBERO's TASK_MAPPING),
+                                       language_instruction, image_orientation ("opengl"),
+                                       env_image_orientation (what the env delivered: "rot180"),
                                        num_demos, total
     data/demo_<i>/actions       (T, 7) float64
-    data/demo_<i>/states        (T, S) flattened MuJoCo states (when the env exposes them)
+    data/demo_<i>/states        (T, S) flattened MuJoCo states (time, qpos, qvel)
     data/demo_<i>/robot_states  (T, 9) gripper qpos, eef pos, eef quat
-    data/demo_<i>/rewards, dones (T,) uint8
+    data/demo_<i>/rewards, dones (T,) uint8 (1 on the last, successful step)
     data/demo_<i>/obs/agentview_rgb, eye_in_hand_rgb           (T, H, W, 3) uint8
-    data/demo_<i>/obs/ee_states, ee_pos, ee_ori, gripper_states, joint_states
+    data/demo_<i>/obs/ee_states, ee_pos, ee_ori, gripper_states, joint_states, state
     data/demo_<i>/obs/<cam>_depth (T, H, W) float32 metres, <cam>_instance (T, H, W) int32,
                       <cam>_K (T, 3, 3), <cam>_T_world_cam (T, 4, 4)
-                                attrs: num_samples, init_state, trial, instance_names, instance_labels
+                                attrs: num_samples, init_state, model_file, trial,
+                                       instance_names, instance_labels
+
+Images and every per-pixel extra are stored in the official OpenGL convention (bottom row first;
+``K`` describes them as stored: ``fy < 0``). The evaluation protocol's images are these rotated
+by 180 degrees: :mod:`vla.data.libero_hdf5` reads them back in the protocol orientation. (Changed
+in issue 14: before, images were stored as the env delivered them, ``image_orientation`` said
+which; ``model_file`` and ``macros_image_convention`` are new; ``env_args.env_kwargs`` now holds
+LIBERO's keyword arguments, the project's settings moved to ``env_args.vla_spatial``.)
 
 ``obs[t]`` is the observation on which ``actions[t]`` was taken. Every episode streams into its own
 file under ``.episodes/`` (so workers never share a file and a killed run keeps every finished
@@ -98,20 +110,28 @@ class DemoRecorder(Subscriber):
         )
         demo.attrs["instance_labels"] = json.dumps({str(k): v for k, v in labels.items()})
         demo.attrs["trial"] = int(episode.key["trial"])
+        if official:
+            demo.attrs["model_file"] = episode.env.model_xml()
         self._prev = episode.observation
         self._state = episode.env.sim_state if official else None
         self._prev_state = self._state() if self._state else None
 
     def on_step(self, episode, action, observation, reward, info) -> None:
         obs, env = self._prev, episode.env
+        official = isinstance(env, RecordsDemos)
         for cam, f in obs.cameras.items():
             p = _camera_prefix(env, cam)
-            self._obs.append(f"{p}_rgb", f.rgb)
-            self._obs.append(f"{p}_depth", f.depth)
-            if f.instance is not None:
-                self._obs.append(f"{p}_instance", f.instance)
-            self._obs.append(f"{p}_K", f.K)
-            self._obs.append(f"{p}_T_world_cam", f.T_world_cam)
+            rec = env.record_frame(f) if official else {"rgb": f.rgb, "depth": f.depth, "K": f.K}
+            if not official:
+                rec["T_world_cam"] = f.T_world_cam
+                if f.instance is not None:
+                    rec["instance"] = f.instance
+            self._obs.append(f"{p}_rgb", rec["rgb"])
+            self._obs.append(f"{p}_depth", rec["depth"])
+            if "instance" in rec:
+                self._obs.append(f"{p}_instance", rec["instance"])
+            self._obs.append(f"{p}_K", rec["K"])
+            self._obs.append(f"{p}_T_world_cam", rec["T_world_cam"])
         self._obs.append("state", obs.state)
         for k, v in obs.sensors.items():
             if k == "robot_state":
