@@ -59,9 +59,9 @@ def find_cover(view: SimView, placement: Placement, obj: str):
 class InsertPlace(PickPlace):
     name = "insert_place"
 
-    def __init__(self, view: SimView, obj: str, target: str, relation: str, cover) -> None:
+    def __init__(self, view: SimView, obj: str, target: str, relation: str, cover, placement=None) -> None:
         self.u_out, self.edge = cover
-        super().__init__(view, obj, target, relation)
+        super().__init__(view, obj, target, relation, placement)
         # the opening's plane, as a coordinate along the way out
         self.s_open = float(self.placement.anchor_xy() @ self.u_out) + self.edge
         self._obstacles_there = None

@@ -114,10 +114,8 @@ def make_skill(view: SimView, goal: SubGoal) -> Skill:
     kind = goal.kind
     if kind == "on" and PUSH_FLAT and is_pushable(view, p[1], p[2]):
         return Push(view, p[1], p[2])
-    if kind in PLACE:
-        skill = PickPlace(view, p[1], p[2], kind)
-        cover = find_cover(view, skill.placement, p[1])
-        return skill if cover is None else InsertPlace(view, p[1], p[2], kind, cover)
+    if kind in PLACE:  # an InsertPlace instead once it starts, if a roof covers the target then
+        return PickPlace(view, p[1], p[2], kind)
     if kind in ("turnon", "turnoff"):
         return TurnKnob(view, p[1], on=kind == "turnon")
     if kind in ("open", "close") and view.is_site(p[1]) and view.joints_of(p[1]):
@@ -167,6 +165,16 @@ class LiberoExpert:
                 return g
         return None
 
+    def _cover_check(self, goal: SubGoal) -> None:
+        """A pick-and-place about to start whose target has a roof over it (a microwave; not a
+        drawer that was closed at reset and is open now) becomes an :class:`InsertPlace`."""
+        skill = goal.skill
+        if type(skill) is not PickPlace or skill.steps:
+            return
+        cover = find_cover(self.view, skill.placement, skill.obj)
+        if cover is not None:
+            goal.skill = InsertPlace(self.view, skill.obj, skill.target, skill.relation, cover, skill.placement)
+
     def act(self, obs=None) -> np.ndarray:
         if self.view is None:
             raise RuntimeError("call reset() before act()")
@@ -183,6 +191,7 @@ class LiberoExpert:
                     break
                 if nxt.skill.status != "running":
                     nxt.skill.retry()
+                self._cover_check(nxt)
                 self.current = nxt
                 self.log.append((self.t, str(nxt)))
             a = self.current.skill.act()
