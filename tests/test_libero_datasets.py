@@ -173,3 +173,50 @@ def test_lerobot_v3_written_and_read_back(recorded, tmp_path):
         assert err < 6.0, f"video frames too far from the originals: {err:.2f}"  # H.264 is lossy
     with pytest.raises(ValueError, match="already holds"):
         write_lerobot(eps, root)
+
+
+@pytest.mark.slow
+def test_vla_data_generates_a_suite_and_resumes(tmp_path):
+    """The CLI end to end on one task: expert episodes recorded, merged, no-noops and LeRobot
+    written, the manifest counts them; a second run does no new episode and ends in the same files."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, cli_env
+
+    out = tmp_path / "data"
+    cmd = [
+        sys.executable,
+        "-m",
+        "vla.data.cli",
+        "libero",
+        "suite=libero_goal",
+        "tasks=[7]",
+        "trials=3",
+        "demos_per_task=2",
+        "resolution=64",
+        "cameras=[agentview]",
+        "workers=1",
+        "noops=drop",
+        "formats=[hdf5,lerobot]",
+        f"out={out}",
+        "progress=false",
+    ]
+    r = subprocess.run(cmd, cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    root = out / "libero_goal"
+    m = json.loads((root / "manifest.json").read_text())
+    task = m["tasks"]["7"]
+    assert (
+        task["attempts"] == 3 and task["demos"] == 2 and task["sources"] == [[0, k] for k in range(2)][: task["demos"]]
+    )
+    with h5py.File(root / "hdf5" / "turn_on_the_stove_demo.hdf5") as f:
+        assert f["data"].attrs["num_demos"] == 2 and f["data/demo_1"].attrs["trial"] == 1
+    (ep0, ep1) = list(read_libero_hdf5(root / "no_noops" / "turn_on_the_stove_demo.hdf5"))
+    assert m["noops"]["steps_in"] - m["noops"]["steps_out"] >= 0
+    assert len(list(read_lerobot(root / "lerobot", images=False))) == 2
+    mtime = (root / "rounds" / "0" / "episodes.jsonl").stat().st_mtime_ns
+    r = subprocess.run(cmd, cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (root / "rounds" / "0" / "episodes.jsonl").stat().st_mtime_ns == mtime  # nothing ran again
+    assert json.loads((root / "manifest.json").read_text())["tasks"]["7"]["demos"] == 2

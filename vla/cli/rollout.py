@@ -28,7 +28,7 @@ def spec_from_config(cfg: dict):
     from vla.eval.evaluate import EvalSpec
 
     ev = dict(cfg["eval"])
-    known = set(EvalSpec.__dataclass_fields__) - {"env", "agent", "out", "record", "extra"}
+    known = set(EvalSpec.__dataclass_fields__) - {"env", "agent", "out", "record", "merge_record", "extra"}
     unknown = sorted(set(ev) - known)
     if unknown:
         raise ValueError(f"unknown eval option(s) {unknown}; valid: {sorted(known)}")

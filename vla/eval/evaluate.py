@@ -51,6 +51,7 @@ class EvalSpec:
     seed: int = 7
     episode_timeout_s: float = 3600.0
     record: str | None = None
+    merge_record: bool = True  # assemble record/<task>_demo.hdf5 at the end (vla-data merges itself)
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. the gst questioner's config
 
     def __post_init__(self) -> None:
@@ -399,6 +400,6 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
         store.close()
         for log in logs:
             log.close()
-    if spec.record:
+    if spec.record and spec.merge_record:
         merge_demos(spec.record, tasks)
     return summary

@@ -1,0 +1,134 @@
+"""``vla-data``: demonstration datasets.
+
+    vla-data libero suite=libero_goal demos_per_task=50 out=runs/data [workers=2] [noops=drop]
+                    [formats=[hdf5,lerobot]] [resolution=256] [extras=true] [max_rounds=3]
+    vla-data libero suite=all ...                       # the four benchmark suites, one after another
+    vla-data convert src=DIR to=no_noops|lerobot out=OUT   # LIBERO HDF5 files (official, ours) -> another format
+    vla-data info src=PATH                              # what a dataset holds (LIBERO HDF5 file or dir, LeRobot v3)
+
+``libero`` runs the scripted expert over every init state of each task (in parallel, resumable:
+run the same command again after a kill), keeps the first ``demos_per_task`` successes per task in
+LIBERO's official HDF5 layout, and writes ``manifest.json`` (counts, success, seeds, sources).
+Settings: configs/data.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+USAGE = __doc__
+
+
+def _kv(argv: list[str]) -> dict[str, str]:
+    out = {}
+    for a in argv:
+        if "=" not in a:
+            raise ValueError(f"expected key=value, got {a!r}")
+        k, v = a.split("=", 1)
+        out[k] = v
+    return out
+
+
+def cmd_libero(argv: list[str]) -> int:
+    from vla.config import compose
+
+    from .generate import check_options, generate_suite, suites_of
+
+    cfg = compose("data", argv)
+    check_options(cfg)
+    suites = suites_of(cfg["suite"])
+    for suite in suites:
+        m = generate_suite(cfg, suite, progress=bool(cfg.get("progress", True)))
+        t = m["totals"]
+        short = {k: v["short"] for k, v in m["tasks"].items() if v["short"]}
+        rate = t["successes"] / t["attempts"] if t["attempts"] else 0.0
+        print(
+            f"{suite}: {t['demos']} demonstrations ({t['successes']}/{t['attempts']} expert episodes "
+            f"successful, {100 * rate:.1f}%)"
+            + (f"; short of demos_per_task: {short}" if short else "")
+            + f" -> {Path(cfg['out']) / suite}/manifest.json"
+        )
+    return 0
+
+
+def cmd_convert(argv: list[str]) -> int:
+    from .lerobot import write_lerobot
+    from .libero_hdf5 import read_libero_dir, read_libero_hdf5
+    from .noops import write_no_noops
+
+    kv = _kv(argv)
+    missing = [k for k in ("src", "to", "out") if k not in kv]
+    if missing:
+        raise ValueError(f"convert needs {missing} (src=DIR to=no_noops|lerobot out=OUT)")
+    src, out, to = Path(kv["src"]), Path(kv["out"]), kv["to"]
+    files = sorted(src.glob("*_demo.hdf5")) if src.is_dir() else [src]
+    if not files or not all(f.is_file() for f in files):
+        raise ValueError(f"no LIBERO *_demo.hdf5 files at {src}")
+    if to == "no_noops":
+        totals = {"demos_in": 0, "demos_out": 0, "steps_in": 0, "steps_out": 0}
+        for f in files:
+            for k, v in write_no_noops(f, out / f.name).items():
+                totals[k] += v
+        dropped = totals["steps_in"] - totals["steps_out"]
+        print(f"no-noops: {totals['demos_out']} demos, {dropped} no-op steps dropped -> {out}")
+    elif to == "lerobot":
+        eps = read_libero_dir(src) if src.is_dir() else read_libero_hdf5(src)
+        info = write_lerobot(eps, out, fps=int(kv.get("fps", 20)))
+        print(f"lerobot v3.0: {info['total_episodes']} episodes, {info['total_frames']} frames -> {out}")
+    else:
+        raise ValueError(f"to= must be no_noops or lerobot, got {to!r}")
+    return 0
+
+
+def cmd_info(argv: list[str]) -> int:
+    from .lerobot import read_lerobot
+    from .libero_hdf5 import read_libero_dir, read_libero_hdf5
+
+    kv = _kv(argv)
+    if "src" not in kv:
+        raise ValueError("info needs src=PATH")
+    src = Path(kv["src"])
+    if (src / "meta" / "info.json").exists():
+        eps = read_lerobot(src, images=False)
+    elif src.is_dir():
+        eps = read_libero_dir(src, images=False)
+    else:
+        eps = read_libero_hdf5(src, images=False)
+    tasks: dict[str, list[int]] = {}
+    kinds = set()
+    for ep in eps:
+        tasks.setdefault(ep.task, []).append(len(ep))
+        kinds.add(ep.meta.get("variant") or ep.meta.get("format"))
+    report = {
+        "source": str(src),
+        "format": sorted(k for k in kinds if k),
+        "episodes": sum(len(v) for v in tasks.values()),
+        "frames": sum(sum(v) for v in tasks.values()),
+        "tasks": {t: {"episodes": len(v), "mean_length": round(sum(v) / len(v), 1)} for t, v in sorted(tasks.items())},
+    }
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+COMMANDS = {"libero": cmd_libero, "convert": cmd_convert, "info": cmd_info}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        print(USAGE)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    try:
+        return COMMANDS[argv[0]](argv[1:])
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"vla-data: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("vla-data: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
