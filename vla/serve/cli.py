@@ -78,21 +78,24 @@ def serve_main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"vla-serve: error: {exc}", file=sys.stderr)
         return 2
-    meta = server.metadata()
-    host = server.cfg.host
-    print(
-        f"vla-serve: agent {meta.get('agent')!r} on ws://{host}:{server.cfg.port} (live page http://{host}:"
-        f"{server.cfg.port}/{'?token=...' if server.cfg.token else ''}); batching "
-        f"{'max ' + str(meta['batch']['max_batch']) if server.cfg.batching else 'off'}; Ctrl-C stops",
-        file=sys.stderr,
-        flush=True,
-    )
-    if host not in ("127.0.0.1", "localhost", "::1") and not server.cfg.token:
-        print("vla-serve: warning: listening beyond this machine without a token", file=sys.stderr)
+
+    def ready(srv) -> None:
+        meta, host, port = srv.metadata(), srv.cfg.host, srv.port
+        batching = f"max {meta['batch']['max_batch']}, wait {srv.cfg.max_wait_ms} ms" if srv.cfg.batching else "off"
+        print(
+            f"vla-serve: agent {meta.get('agent')!r} listening on ws://{host}:{port} (live page http://{host}:{port}/"
+            f"{'?token=...' if srv.cfg.token else ''}); batching {batching}; Ctrl-C stops",
+            file=sys.stderr,
+            flush=True,
+        )
+        if host not in ("127.0.0.1", "localhost", "::1") and not srv.cfg.token:
+            print("vla-serve: warning: listening beyond this machine without a token", file=sys.stderr, flush=True)
+
     try:
-        server.run()
+        server.run(ready)
     except OSError as exc:
-        print(f"vla-serve: error: cannot listen on {host}:{server.cfg.port}: {exc.strerror or exc}", file=sys.stderr)
+        where = f"{server.cfg.host}:{server.cfg.port}"
+        print(f"vla-serve: error: cannot listen on {where}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     return 0
 

@@ -159,7 +159,7 @@ class PolicyServer:
     def url(self) -> str:
         return f"ws://{self.cfg.host}:{self.port}"
 
-    async def serve_async(self) -> None:
+    async def serve_async(self, on_ready=None) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         self.batcher.start()
@@ -178,18 +178,20 @@ class PolicyServer:
                 self.port = server.sockets[0].getsockname()[1]
                 reaper = asyncio.create_task(self._reap_sessions())
                 self._ready.set()
+                if on_ready is not None:
+                    on_ready(self)
                 await self._stop.wait()
                 reaper.cancel()
         finally:
             self.batcher.stop()
             self.pool.shutdown(wait=False, cancel_futures=True)
 
-    def run(self) -> None:
-        """Serve until SIGINT / SIGTERM (the CLI)."""
+    def run(self, on_ready=None) -> None:
+        """Serve until SIGINT / SIGTERM (the CLI); ``on_ready(server)`` once listening."""
 
         async def main() -> None:
             loop = asyncio.get_running_loop()
-            task = asyncio.create_task(self.serve_async())
+            task = asyncio.create_task(self.serve_async(on_ready))
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, self._request_stop)
             await task
