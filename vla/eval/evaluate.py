@@ -50,6 +50,7 @@ class EvalSpec:
     episode_timeout_s: float = 3600.0
     record: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. the gst questioner's config
+    rerun: dict[str, Any] | None = None  # live view / .rrd files (vla/rollout/rerun_view.py); not the run's identity
 
     def __post_init__(self) -> None:
         if self.videos not in VIDEO_MODES:
@@ -73,6 +74,10 @@ def build_subscribers(spec: EvalSpec) -> list[Subscriber]:
         subs.append(VideoWriter(Path(spec.out) / "videos", spec.videos, spec.video_fps))
     if spec.record:
         subs.append(DemoRecorder(spec.record))
+    if spec.rerun and spec.rerun.get("enabled"):
+        from ..rollout.rerun_view import RerunView
+
+        subs.append(RerunView(Path(spec.out) / "rerun", spec.rerun))
     return subs
 
 
