@@ -17,24 +17,12 @@ import logging
 import os
 import re
 import sys
+from dataclasses import fields
 from typing import Any
 
 from .server import ServeConfig
 
-_SERVE_KEYS = {
-    "host",
-    "port",
-    "token",
-    "max_message_mb",
-    "batching",
-    "max_batch",
-    "max_wait_ms",
-    "session_timeout_s",
-    "keep_ended",
-    "query_threads",
-    "query_defer_ms",
-    "max_connections",
-}
+_SERVE_KEYS = {f.name for f in fields(ServeConfig)}  # the serve.yaml keys that configure the server
 
 
 def build_server(cfg: dict[str, Any]):

@@ -24,6 +24,7 @@ import asyncio
 import hmac
 import logging
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -62,6 +63,7 @@ class ServeConfig:
     query_threads: int = 2
     query_defer_ms: float = 50.0
     max_connections: int = 64
+    switch_interval_ms: float = 1.0  # the interpreter's thread switch interval (Python's default: 5 ms)
 
     def __post_init__(self) -> None:
         if not 0 <= int(self.port) < 65536:
@@ -70,6 +72,8 @@ class ServeConfig:
             raise ValueError("max_message_mb must be > 0, max_batch >= 1 and max_wait_ms >= 0")
         if int(self.query_threads) < 1 or int(self.max_connections) < 1:
             raise ValueError("query_threads and max_connections must be >= 1")
+        if not 0.05 <= float(self.switch_interval_ms) <= 100:
+            raise ValueError(f"switch_interval_ms must be in [0.05, 100], got {self.switch_interval_ms}")
         if self.token is not None and (not isinstance(self.token, str) or not self.token):
             raise ValueError("token must be a non-empty string (or null for none)")
 
@@ -151,6 +155,7 @@ class PolicyServer:
             "mean_batch": round(b["items"] / b["batches"], 3) if b["batches"] else None,
             "max_batch_seen": b["max_batch_seen"],
             "snapshot_copies": self.snapshots.copies,
+            "query_cache_hits": self.queries.hits,
             **self.stats,
         }
 
@@ -162,6 +167,9 @@ class PolicyServer:
     async def serve_async(self, on_ready=None) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
+        # a thread waiting for the interpreter (the inference thread, after a query ran) gets it
+        # within this long instead of Python's default 5 ms (process-wide)
+        sys.setswitchinterval(float(self.cfg.switch_interval_ms) / 1000.0)
         self.batcher.start()
         try:
             async with serve(
