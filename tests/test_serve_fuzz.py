@@ -58,6 +58,7 @@ def malformed_messages(rng: np.random.Generator, obs: dict) -> list[tuple[str, b
         ("seed", "3"),
         ("seed", "-1"),
         ("session", "''"),
+        ("what", "[]"),
     }
     names = ["target", "question", "what", "level", "width", "height", "frame", "extent_m", "trajectory", "objects"]
     for name in names:
@@ -68,7 +69,7 @@ def malformed_messages(rng: np.random.Generator, obs: dict) -> list[tuple[str, b
                 p = {name: v}
                 if method == "map.query" and name not in ("target", "question"):
                     p["target"] = "sofa"
-                out.append((f"{method} {name}", msgpack.packb({"id": 6, "method": method, "params": p})))
+                out.append((f"{method} {name}={str(v)[:20]}", msgpack.packb({"id": 6, "method": method, "params": p})))
     for v in wrong_values:
         out.append(
             ("reset instruction", msgpack.packb({"method": "reset", "params": {"instruction": v, "spec": spec}}))
