@@ -57,7 +57,7 @@ class Chromium:
         try:
             port = self._devtools_port(timeout)
             page = self._page_target(port, timeout)
-            self.ws = connect(page, max_size=None, open_timeout=timeout)
+            self.ws = connect(page, max_size=None, open_timeout=timeout, legacy=True)
         except BaseException:
             self.close()
             raise

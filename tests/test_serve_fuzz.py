@@ -171,7 +171,7 @@ def _np(obj):
 
 def _fuzz(srv, messages, obs, bad_replies) -> None:
     """Send every malformed message on one connection; each must get an error reply there."""
-    fuzz = connect(srv.url, compression=None)
+    fuzz = connect(srv.url, compression=None, legacy=True)
     assert msgpack.unpackb(fuzz.recv(timeout=5))["event"] == "metadata"
     # the fuzzing connection controls a session too, so infer messages reach validation
     fuzz.send(msgpack.packb({"id": 0, "method": "reset", "params": {"instruction": "x", "spec": toy_spec().to_dict()}}))

@@ -179,7 +179,7 @@ def test_reconnect_resumes_the_session_and_a_retried_infer_is_not_stepped_twice(
 def test_a_client_vanishing_mid_episode_leaves_everyone_else_served():
     obs, _ = tour_observations()
     with served(MEMORY, session_timeout_s=0.3) as srv:
-        ws = connect(srv.url, compression=None)
+        ws = connect(srv.url, compression=None, legacy=True)
         unpack(ws.recv(timeout=5))  # metadata
         ws.send(pack({"id": 1, "method": "reset", "params": {"instruction": "x", "spec": toy_spec().to_dict()}}))
         gone = unpack(ws.recv(timeout=5))["result"]["session"]
@@ -223,7 +223,7 @@ def test_token_binding_and_http_auth():
 
 def test_oversized_messages_close_the_connection_cleanly():
     with served("random", max_message_mb=0.01) as srv:
-        ws = connect(srv.url, compression=None, max_size=None)
+        ws = connect(srv.url, compression=None, max_size=None, legacy=True)
         unpack(ws.recv(timeout=5))
         ws.send(pack({"id": 1, "method": "health", "params": {"pad": b"x" * 20000}}))
         with pytest.raises(websockets.ConnectionClosed) as e:
@@ -237,7 +237,7 @@ def test_json_clients_and_http_routes():
     obs, _ = tour_observations()
     with served(MEMORY) as srv, PolicyClient(srv.url) as c:
         _run_tour(c, obs)
-        ws = connect(srv.url + "/?format=json", compression=None)
+        ws = connect(srv.url + "/?format=json", compression=None, legacy=True)
         hello = json.loads(ws.recv(timeout=5))
         assert hello["event"] == "metadata" and hello["result"]["agent"] == "memory"
         ws.send(json.dumps({"id": "q1", "method": "map.query", "params": {"question": "where is the sofa?"}}))

@@ -147,6 +147,7 @@ class PolicyClient:
                     open_timeout=self.connect_timeout_s,
                     compression=None,
                     close_timeout=2,
+                    legacy=True,  # a connection this object owns and closes, not a with-block
                 )
             except websockets.InvalidStatus as exc:
                 status = exc.response.status_code

@@ -274,7 +274,11 @@ class PolicyServer:
             s = conn.session
             if s is not None and s.controller == conn.number and s.state == "active":
                 s.state, s.controller, s.detached_at = "detached", None, time.time()
-                log.info("session %s detached (client gone mid-episode)", s.id)
+                log.info(
+                    "session %s detached: its client disconnected; kept %.0f s for it to come back",
+                    s.id,
+                    self.cfg.session_timeout_s,
+                )
 
     async def _send(self, conn: _Conn, message: Any, json_mode: bool) -> None:
         await conn.ws.send(dumps_json(message) if json_mode else pack(message))
