@@ -41,7 +41,7 @@ from envs.spec import EnvSpec
 
 from . import protocol as P
 from .batcher import Batcher
-from .policy import BatchPolicy, SessionError
+from .policy import AgentSessions, BatchPolicy, SessionError
 from .queries import QueryRunner
 from .sessions import Session, SessionTable, SnapshotCache
 from .wire import WireError, dumps_json, loads_json, pack, unpack
@@ -104,9 +104,10 @@ class PolicyServer:
         self.policy, self.cfg, self.expected_spec = policy, config or ServeConfig(), expected_spec
         self.sessions = SessionTable(self.cfg.keep_ended)
         self.snapshots = SnapshotCache()
-        self.batcher = Batcher(
-            policy, self.cfg.max_batch if self.cfg.batching else 1, self.cfg.max_wait_ms, self.sessions.controlled
-        )
+        # a policy whose batch is a loop over per-session agents gains nothing from waiting for a
+        # batch, and loses the overlap of one client's transfer with another's compute: one at a time
+        self.batch_size = int(self.cfg.max_batch) if self.cfg.batching and not isinstance(policy, AgentSessions) else 1
+        self.batcher = Batcher(policy, self.batch_size, self.cfg.max_wait_ms, self.sessions.controlled)
         self.queries = QueryRunner(self)
         self.pool = ThreadPoolExecutor(int(self.cfg.query_threads), thread_name_prefix="vla-serve-query")
         self.conns: dict[int, _Conn] = {}
@@ -129,8 +130,8 @@ class PolicyServer:
             **{k: v for k, v in self._meta.items() if k not in ("protocol", "server")},
             "env_spec": self.expected_spec.to_dict() if self.expected_spec is not None else None,
             "batch": {
-                "enabled": self.cfg.batching,
-                "max_batch": self.cfg.max_batch if self.cfg.batching else 1,
+                "enabled": self.batch_size > 1,
+                "max_batch": self.batch_size,
                 "max_wait_ms": self.cfg.max_wait_ms,
             },
             "methods": list(P.METHODS),
