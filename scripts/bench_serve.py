@@ -247,6 +247,7 @@ def part_a(args) -> dict[str, Any]:
             lat = {"idle": [], "load": []}
             srv_ms = {"idle": [], "load": []}
             load_s, q0 = 0.0, 0
+            blocks: list[tuple[str, float]] = []
             i = args.warmup
             for b in range(args.blocks):
                 cond = "load" if b % 2 else "idle"
@@ -254,14 +255,17 @@ def part_a(args) -> dict[str, Any]:
                     go.set()
                     time.sleep(0.2)
                     q0, t0 = counts[0], time.perf_counter()
+                block = []
                 for _ in range(args.block_steps):
                     o = obs[i % len(obs)]
                     i += 1
                     t = time.perf_counter()
                     r = c.infer(o)
-                    lat[cond].append((time.perf_counter() - t) * 1e3)
+                    block.append((time.perf_counter() - t) * 1e3)
                     srv_ms[cond].append(r.server_timing["infer_ms"])
                     time.sleep(args.think_ms / 1000)
+                lat[cond].extend(block)
+                blocks.append((cond, pct(block, 99)))
                 if cond == "load":
                     load_s += time.perf_counter() - t0
                     answered = counts[0] - q0
@@ -290,6 +294,10 @@ def part_a(args) -> dict[str, Any]:
             "server_infer_p50_ms": round(pct(srv_ms[cond], 50), 2),
         }
     out["p99_ratio"] = round(out["load"]["p99_ms"] / out["idle"]["p99_ms"], 3)
+    # paired: each loaded block against the idle block just before it (robust to a noisy stretch)
+    pairs = [blocks[k + 1][1] / blocks[k][1] for k in range(0, len(blocks) - 1, 2)]
+    out["p99_ratio_paired_median"] = round(float(np.median(pairs)), 3)
+    out["block_p99_ms"] = [(c, round(v, 1)) for c, v in blocks]
     out["p50_ratio"] = round(out["load"]["p50_ms"] / out["idle"]["p50_ms"], 3)
     return out
 

@@ -134,3 +134,26 @@ def served(agent: Any = "memory", expected_spec: EnvSpec | None = None, memory: 
         yield server
     finally:
         server.stop()
+
+
+class PickyAgent:
+    """Refuses episodes whose instruction is "refuse" and returns a NaN action at step 2 (a policy
+    bug): the server must answer each with an error and keep the session and everyone else going."""
+
+    name = "picky"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.dim = 2
+
+    def reset(self, instruction, spec) -> None:
+        if instruction == "refuse":
+            raise RuntimeError("no such task")
+        self.dim = spec.action.dim
+
+    def act(self, observation) -> np.ndarray:
+        if observation.step == 2:
+            return np.full(self.dim, np.nan)
+        return np.zeros(self.dim)
+
+    def answer(self, question) -> str:
+        return ""

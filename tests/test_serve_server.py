@@ -284,3 +284,25 @@ def test_expected_spec_and_bad_observations_name_what_is_wrong():
             c.infer(dict(obs[0], **{"cameras/ego/T_world_cam": np.full((4, 4), np.inf)}))
         assert c.infer(obs[0]).action.shape == (2,)  # and the session goes on
         assert c.objects().frames == 1
+
+
+def test_policy_failures_are_the_policys_errors_and_the_session_goes_on():
+    obs, _ = tour_observations()
+    with served({"name": "tests.serving:PickyAgent"}) as srv, PolicyClient(srv.url) as a, PolicyClient(srv.url) as b:
+        with pytest.raises(ServerError) as e:
+            a.reset("refuse", toy_spec())
+        assert e.value.code == "policy_error" and "no such task" in e.value.message
+        with pytest.raises(ServerError) as e:
+            a.infer(obs[0])
+        assert e.value.code == "no_session" and "call reset first" in e.value.message
+        b.reset("look around", toy_spec())
+        a.reset("look around", toy_spec())
+        for i in range(4):
+            if i == 2:
+                with pytest.raises(ServerError) as e:
+                    a.infer(obs[i])
+                assert e.value.code == "policy_error" and "NaN" in e.value.message
+            else:
+                assert np.array_equal(a.infer(obs[i]).action, np.zeros(2))
+            assert b.infer(obs[min(i, 1)]).action.shape == (2,)
+        assert a.health()["errors"] >= 3

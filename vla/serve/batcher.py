@@ -15,8 +15,10 @@ so reading the map never competes with inference for the interpreter (see docs/S
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
+import traceback
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ from typing import Any, Callable
 
 from .policy import BatchPolicy
 
+log = logging.getLogger("vla.serve")
 Callback = Callable[[Any, dict[str, Any]], None]  # (result or exception, timing)
 
 
@@ -82,36 +85,49 @@ class Batcher:
         except queue.Empty:
             return "empty"
 
+    def _want(self) -> int:
+        try:
+            return min(self.max_batch, max(1, int(self.expected())))
+        except Exception:  # noqa: BLE001 - a failing estimate must not stop inference
+            return self.max_batch
+
     def _run(self) -> None:
         while True:
-            job = self._next(None)
-            if job is None:
-                return
-            if job.kind == "control":
-                self._run_control(job)
+            try:
+                if not self._step():
+                    return
+            except Exception:  # noqa: BLE001 - the inference thread must outlive any one job
+                log.error("inference thread: %s", traceback.format_exc())
+
+    def _step(self) -> bool:
+        """One job or one batch; False when told to stop."""
+        job = self._next(None)
+        if job is None:
+            return False
+        if job.kind == "control":
+            self._run_control(job)
+            return True
+        batch, later = [job], []
+        sessions = {job.session}
+        deadline = time.perf_counter() + self.max_wait
+        stop = False
+        while len(batch) < self._want():
+            nxt = self._next(deadline - time.perf_counter())
+            if nxt == "empty":
+                break
+            if nxt is None:
+                stop = True
+                break
+            if nxt.kind == "control" or nxt.session in sessions:
+                later.append(nxt)
+                if nxt.kind == "control":
+                    break
                 continue
-            batch, later = [job], []
-            sessions = {job.session}
-            deadline = time.perf_counter() + self.max_wait
-            stop = False
-            while len(batch) < min(self.max_batch, max(1, self.expected())):
-                nxt = self._next(deadline - time.perf_counter())
-                if nxt == "empty":
-                    break
-                if nxt is None:
-                    stop = True
-                    break
-                if nxt.kind == "control" or nxt.session in sessions:
-                    later.append(nxt)
-                    if nxt.kind == "control":
-                        break
-                    continue
-                batch.append(nxt)
-                sessions.add(nxt.session)
-            self._run_batch(batch)
-            self._held.extendleft(reversed(later))
-            if stop:
-                return
+            batch.append(nxt)
+            sessions.add(nxt.session)
+        self._run_batch(batch)
+        self._held.extendleft(reversed(later))
+        return not stop
 
     def _run_control(self, job: Job) -> None:
         self.idle.clear()

@@ -59,32 +59,46 @@ class SessionError(LookupError):
     """A session id the policy does not know (never reset, or closed)."""
 
 
+class ObservationError(ValueError):
+    """An observation that does not match the session's EnvSpec (the client's fault)."""
+
+
+class PolicyOutputError(RuntimeError):
+    """The policy returned something that is not an action (wrong shape, NaN)."""
+
+
 def check_observation(spec: EnvSpec, d: dict[str, Any]) -> Observation:
     """The observation dict validated against the session's spec: keys, shapes, dtypes (via
     :meth:`EnvSpec.check_observation`), then finiteness (NaN or inf anywhere but depth, where they
-    mark invalid pixels, is an error naming the key)."""
+    mark invalid pixels, is an error naming the key); ``ObservationError`` says what was wrong."""
     if not isinstance(d, dict):
-        raise ValueError(f"an observation must be a map of flat keys, got {type(d).__name__}")
-    spec.check_observation(d)
-    for k, v in d.items():
-        if isinstance(v, np.ndarray) and v.dtype.kind == "f" and not k.endswith("/depth") and not np.isfinite(v).all():
-            raise ValueError(f"observation key {k!r} contains NaN or inf")
-        if isinstance(v, float) and not np.isfinite(v):
-            raise ValueError(f"observation key {k!r} is NaN or inf")
-    return Observation.from_dict(d)
+        raise ObservationError(f"an observation must be a map of flat keys, got {type(d).__name__}")
+    try:
+        spec.check_observation(d)
+        for k, v in d.items():
+            if isinstance(v, np.ndarray) and v.dtype.kind == "f" and not k.endswith("/depth"):
+                if not np.isfinite(v).all():
+                    raise ValueError(f"observation key {k!r} contains NaN or inf")
+            if isinstance(v, float) and not np.isfinite(v):
+                raise ValueError(f"observation key {k!r} is NaN or inf")
+        return Observation.from_dict(d)
+    except ObservationError:
+        raise
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ObservationError(str(exc).strip("'\"")) from None
 
 
 def check_action(spec: EnvSpec, action: Any) -> np.ndarray:
-    """A policy's output as float64 of shape (dim,) or a chunk (T, dim), finite; else ``ValueError``."""
+    """A policy's output as float64 of shape (dim,) or a chunk (T, dim), finite; else ``PolicyOutputError``."""
     try:
         a = np.asarray(action, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"the policy returned a non-numeric action: {exc}") from exc
+        raise PolicyOutputError(f"the policy returned a non-numeric action: {exc}") from exc
     dim = spec.action.dim
     if not (a.shape == (dim,) or (a.ndim == 2 and a.shape[1] == dim and a.shape[0] >= 1)):
-        raise ValueError(f"the policy returned an action of shape {a.shape}; expected ({dim},) or (T, {dim})")
+        raise PolicyOutputError(f"the policy returned an action of shape {a.shape}; expected ({dim},) or (T, {dim})")
     if not np.isfinite(a).all():
-        raise ValueError("the policy returned an action with NaN or inf")
+        raise PolicyOutputError("the policy returned an action with NaN or inf")
     return a
 
 
@@ -131,22 +145,23 @@ class AgentSessions:
         if agent is None:
             agent, self._spare = (self._spare, None) if self._spare is not None else (make_agent(self.cfg), None)
             self.agents[session] = agent
+        self.specs.pop(session, None)
         if seed is not None and isinstance(agent, Seedable):
             agent.seed(tuple(seed) if isinstance(seed, list) else seed)
         agent.reset(instruction, spec)
-        self.specs[session] = spec
+        self.specs[session] = spec  # only once the agent accepted the episode
 
     def _agent(self, session: str) -> Any:
-        try:
-            return self.agents[session]
-        except KeyError:
-            raise SessionError(f"session {session!r} has no episode: call reset first") from None
+        if session not in self.specs:  # never reset, or its last reset failed
+            raise SessionError(f"session {session!r} has no episode: call reset first")
+        return self.agents[session]
 
     def infer_batch(self, sessions: list[str], observations: list[dict[str, Any]]) -> list[Any]:
         out: list[Any] = []
         for s, d in zip(sessions, observations):
             try:
-                agent, spec = self._agent(s), self.specs[s]
+                agent = self._agent(s)
+                spec = self.specs[s]
                 out.append(check_action(spec, agent.act(check_observation(spec, d))))
             except Exception as exc:  # noqa: BLE001 - one session's failure is its own reply, not the batch's
                 out.append(exc)
@@ -175,7 +190,7 @@ class ModelSessions:
         return {"batching": self.batching, "memory": self.memory_cfg is not None, **self.model.metadata()}
 
     def reset(self, session: str, instruction: str, spec: EnvSpec, seed: Any = None) -> None:
-        self.specs[session] = spec
+        self.specs.pop(session, None)
         if self.memory_cfg is not None:
             from ..transforms.memory import MemoryInputs
 
@@ -184,6 +199,7 @@ class ModelSessions:
                 inputs.seed(tuple(seed) if isinstance(seed, list) else seed)
             inputs.reset(spec)
             self.inputs[session] = inputs
+        self.specs[session] = spec
 
     def infer_batch(self, sessions: list[str], observations: list[dict[str, Any]]) -> list[Any]:
         out: list[Any] = [None] * len(sessions)
@@ -207,7 +223,7 @@ class ModelSessions:
             for i, a in zip(idx, actions):
                 try:
                     out[i] = a if isinstance(a, Exception) else check_action(self.specs[sessions[i]], a)
-                except ValueError as exc:
+                except PolicyOutputError as exc:
                     out[i] = exc
         return out
 

@@ -41,7 +41,7 @@ from envs.spec import EnvSpec
 
 from . import protocol as P
 from .batcher import Batcher
-from .policy import AgentSessions, BatchPolicy, SessionError
+from .policy import AgentSessions, BatchPolicy, ObservationError, SessionError
 from .queries import QueryRunner
 from .sessions import Session, SessionTable, SnapshotCache
 from .wire import WireError, dumps_json, loads_json, pack, unpack
@@ -440,11 +440,14 @@ class PolicyServer:
         self.batcher.infer(s.id, obs, lambda r, t: self._loop.call_soon_threadsafe(_settle, fut, (r, t)))
         result, timing = await fut
         if isinstance(result, Exception):
-            code = (
-                P.NO_SESSION
-                if isinstance(result, SessionError)
-                else (P.BAD_REQUEST if isinstance(result, ValueError) else P.POLICY_ERROR)
-            )
+            # a bad observation is the request's fault; whatever the agent raised or returned is the policy's
+            if isinstance(result, SessionError):
+                code = P.NO_SESSION
+            elif isinstance(result, ObservationError):
+                code = P.BAD_REQUEST
+            else:
+                code = P.POLICY_ERROR
+                result = f"{type(result).__name__}: {result}"
             raise P.RequestError(code, f"infer: {result}")
         self.stats["infers"] += 1
         step = obs.get("step")

@@ -69,7 +69,8 @@ class SessionTable:
         return [s for s in self.sessions.values() if s.state != "ended"]
 
     def controlled(self) -> int:
-        return sum(1 for s in self.sessions.values() if s.state == "active")
+        """Sessions with a connected client (read by the inference thread: iterates a copy)."""
+        return sum(1 for s in list(self.sessions.values()) if s.state == "active")
 
     def default(self) -> Session | None:
         """The session queries go to when none is named: the most recently active live one, else
