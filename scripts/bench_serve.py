@@ -198,8 +198,11 @@ def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs), q)) if xs else float("nan")
 
 
-def _query_process(url: str, targets: list[str], n_threads: int, go, stop, counts) -> None:
+def _query_process(url: str, targets: list[str], n_threads: int, go, stop, counts, nice: int = 0) -> None:
     from vla.serve import PolicyClient, ServerError
+
+    if nice:
+        os.nice(nice)  # the query clients yield the CPU to the server (as clients on other machines would)
 
     def run(k: int) -> None:
         with PolicyClient(url) as c:
@@ -241,7 +244,9 @@ def part_a(args) -> dict[str, Any]:
                 c.infer(o)
                 time.sleep(args.think_ms / 1000)
             targets = sorted({o["category"] for o in c.objects().objects})
-            qp = ctx.Process(target=_query_process, args=(server.url, targets, args.query_clients, go, stop, counts))
+            qp = ctx.Process(
+                target=_query_process, args=(server.url, targets, args.query_clients, go, stop, counts, args.query_nice)
+            )
             qp.start()
             time.sleep(3.0)  # the query clients connect
             lat = {"idle": [], "load": []}
@@ -281,6 +286,7 @@ def part_a(args) -> dict[str, Any]:
     out = {
         "think_ms": args.think_ms,
         "query_clients": args.query_clients,
+        "query_nice": args.query_nice,
         "server_args": args.server_args,
         "steps_per_condition": len(lat["idle"]),
         "queries_per_s": round(sum(lat["queries"]) / load_s, 1),
@@ -292,6 +298,7 @@ def part_a(args) -> dict[str, Any]:
             "p50_ms": round(pct(lat[cond], 50), 2),
             "p99_ms": round(pct(lat[cond], 99), 2),
             "server_infer_p50_ms": round(pct(srv_ms[cond], 50), 2),
+            "server_infer_p99_ms": round(pct(srv_ms[cond], 99), 2),
         }
     out["p99_ratio"] = round(out["load"]["p99_ms"] / out["idle"]["p99_ms"], 3)
     # paired: each loaded block against the idle block just before it (robust to a noisy stretch)
@@ -388,6 +395,7 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--think-ms", type=float, default=20.0)
     ap.add_argument("--query-clients", type=int, default=8)
+    ap.add_argument("--query-nice", type=int, default=0, help="nice level of the query clients' process")
     ap.add_argument("--server-args", nargs="*", default=[], help="extra vla-serve overrides for part a")
     ap.add_argument("--steps-a", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=30)

@@ -95,6 +95,7 @@ class _Conn:
         self.number, self.ws, self.json = number, ws, json_mode
         self.session: Session | None = None
         self.errors = 0
+        self.t_in = 0.0  # when the request being handled was received
 
 
 class PolicyServer:
@@ -292,6 +293,7 @@ class PolicyServer:
 
     async def _handle(self, conn: _Conn, message: str | bytes, json_mode: bool) -> str | bytes | None:
         self.stats["requests"] += 1
+        conn.t_in = time.perf_counter()
         rid = None
         try:
             msg = loads_json(message, self.cfg.max_bytes) if json_mode else unpack(message, self.cfg.max_bytes)
@@ -455,7 +457,9 @@ class PolicyServer:
         s.infers += 1
         s.last_active = time.time()
         timing = {k: round(v, 3) for k, v in timing.items()}
-        timing["server_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
+        now = time.perf_counter()
+        timing["server_ms"] = round((now - t0) * 1e3, 3)
+        timing["handle_ms"] = round((now - conn.t_in) * 1e3, 3)  # and decoding the request
         reply = {"action": result, "session": s.id, "step": s.steps, "server_timing": timing}
         if seq is not None:
             s.last_seq, s.last_reply = seq, reply
