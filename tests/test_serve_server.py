@@ -306,3 +306,11 @@ def test_policy_failures_are_the_policys_errors_and_the_session_goes_on():
                 assert np.array_equal(a.infer(obs[i]).action, np.zeros(2))
             assert b.infer(obs[min(i, 1)]).action.shape == (2,)
         assert a.health()["errors"] >= 3
+
+
+def test_paced_queries_still_answer():
+    obs, _ = tour_observations()
+    with served(MEMORY, query_rate=50) as srv, PolicyClient(srv.url) as c, PolicyClient(srv.url) as q:
+        _run_tour(c, obs[:10])
+        answers = {q.query(target="sofa").id for _ in range(5)}
+        assert answers == {c.query(target="sofa").id} and srv.health()["queries"] == 6

@@ -64,6 +64,7 @@ class ServeConfig:
     query_defer_ms: float = 50.0
     max_connections: int = 64
     switch_interval_ms: float = 1.0  # the interpreter's thread switch interval (Python's default: 5 ms)
+    query_rate: float = 0.0  # map queries per second over all clients while a simulator is connected (0: no cap)
 
     def __post_init__(self) -> None:
         if not 0 <= int(self.port) < 65536:
@@ -72,6 +73,8 @@ class ServeConfig:
             raise ValueError("max_message_mb must be > 0, max_batch >= 1 and max_wait_ms >= 0")
         if int(self.query_threads) < 1 or int(self.max_connections) < 1:
             raise ValueError("query_threads and max_connections must be >= 1")
+        if float(self.query_rate) < 0:
+            raise ValueError(f"query_rate must be >= 0 (0: no cap), got {self.query_rate}")
         if not 0.05 <= float(self.switch_interval_ms) <= 100:
             raise ValueError(f"switch_interval_ms must be in [0.05, 100], got {self.switch_interval_ms}")
         if self.token is not None and (not isinstance(self.token, str) or not self.token):
@@ -122,6 +125,7 @@ class PolicyServer:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._failed: BaseException | None = None
+        self._next_query = 0.0  # when the next paced query may run (event-loop time)
 
     # ------------------------------------------------------------------ info
     def metadata(self) -> dict[str, Any]:
@@ -302,6 +306,7 @@ class PolicyServer:
             if method in P.QUERY_METHODS:
                 self.stats["queries"] += 1
                 s = self.query_session(params.get("session"))
+                await self._pace_query()
                 return await self._loop.run_in_executor(
                     self.pool, self.queries.answer, s, method, params, rid, json_mode
                 )
@@ -318,6 +323,18 @@ class PolicyServer:
         except Exception as exc:  # noqa: BLE001 - a bug answers this request, the server goes on
             log.error("internal error on a request: %s", traceback.format_exc())
             return self._error(conn, rid, P.INTERNAL, f"{type(exc).__name__}: {exc}", json_mode)
+
+    async def _pace_query(self) -> None:
+        """With ``query_rate`` set and a simulator connected, space queries 1/query_rate apart (in
+        arrival order); a waiting query costs nothing, so readers cannot take the CPU inference needs."""
+        rate = float(self.cfg.query_rate)
+        if rate <= 0 or self.sessions.controlled() == 0:
+            return
+        now = self._loop.time()
+        at = max(now, self._next_query)
+        self._next_query = at + 1.0 / rate
+        if at > now:
+            await asyncio.sleep(at - now)
 
     def _error(self, conn: _Conn, rid: Any, code: str, message: str, json_mode: bool) -> str | bytes:
         conn.errors += 1
