@@ -155,6 +155,9 @@ class LiberoEnv(VLAEnv):
         if not 0 <= trial < len(self._init_states):
             raise ValueError(f"trial {trial} out of range: {self.task.name} has {len(self._init_states)} init states")
         env = self._ensure_sim()
+        # libero's reset re-draws the fixtures' placements (about 1 cm of jitter) from the global numpy
+        # RNG, which set_init_state does not restore: seed it first, so a trial does not depend on what ran before
+        env.seed(suites.SEED if seed is None else seed)
         env.reset()
         env.seed(suites.SEED if seed is None else seed)
         self._raw = env.set_init_state(self._init_states[trial])
