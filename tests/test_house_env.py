@@ -284,12 +284,12 @@ def test_success_needs_distance_and_visibility(env):
     xy = truth.navigable.cell_to_world(cells)
     dist = _box_distance(obj.box, xy)
     radius, min_frac = env.cfg.success_radius_m, env.cfg.min_visible_fraction
-    order = np.random.default_rng(0).permutation(len(xy))
+    order = np.argsort(np.abs(dist - radius))  # closest to the success radius first
 
     def visit(lo, hi, turn):
-        """(info, own distance, own visible fraction) at the first free cell in [lo, hi] m of the box
-        (facing the box's centre, turned by ``turn``) whose view shows the target clearly, or hides it."""
-        for k in [k for k in order if lo <= dist[k] <= hi][:30]:
+        """(info, own distance, own visible fraction) at the free cell in [lo, hi] m of the box nearest the
+        radius (facing the box's centre, turned by ``turn``) whose view shows the target clearly, or hides it."""
+        for k in [k for k in order if lo <= dist[k] <= hi][:40]:
             c = obj.box.center
             facing = math.atan2(c[1] - xy[k][1], c[0] - xy[k][0]) + turn
             obs, info = env.reset(options={"trial": 0, "start": [xy[k][0], xy[k][1], facing]})
