@@ -11,9 +11,11 @@ from scipy.spatial import cKDTree
 
 from envs.registry import make_env
 from spatial_memory.geometry import backproject, transform_points
+from vla.gst.answers import random_answer
 from vla.gst.cli import main as gst_main
 from vla.gst.generate import Balancer
 from vla.gst.question import load_questions
+from vla.gst.score import score_one
 from vla.gst.subtasks import CHOICES, SUBTASKS
 
 SCENES = 4
@@ -283,17 +285,18 @@ def design_score(answer_type, pred, truth):
 
 
 def chance(answer_type, truth):
-    """Mean and variance of the score of one uniform random answer (answers.py's answer spaces). Each metric
-    is a mean of indicators of nested events with probabilities p, so E[s^2] = mean over pairs of min(p)."""
+    """Mean and variance of the score of one uniform random answer (answers.py's answer spaces, written as
+    answers.py writes them). Each metric is a mean of indicators of nested events with probabilities p, so
+    E[s^2] = mean over pairs of min(p)."""
     if answer_type == "choice":
         p = np.array([0.25])
-    elif answer_type == "angle":  # the error of a uniform direction is uniform on [0, 180]
-        p = np.array([15, 30, 45]) / 180
-    elif answer_type == "distance":  # log-uniform on [0.5, 12] m, right within (t y, (2 - t) y)
-        lo, hi = np.log(0.5), np.log(12.0)
-        t = np.arange(10) * 0.05 + 0.5
-        a, b = np.clip(np.log(truth * t), lo, hi), np.clip(np.log(truth * (2 - t)), lo, hi)
-        p = (b - a) / (hi - lo)
+    elif answer_type == "angle":  # whole degrees, and so is the truth: error < t is error <= t - 1
+        p = (2 * np.array([15, 30, 45]) - 1) / 360
+    elif answer_type == "distance":  # log-uniform on [0.5, 12] m, written with one decimal
+        v = np.arange(1, 121) / 10  # every value it can write, and the log-measure of the draws written as it
+        lo, hi = np.log(np.clip(v - 0.05, 0.5, 12)), np.log(np.clip(v + 0.05, 0.5, 12))
+        mass = (hi - lo) / np.log(24)
+        p = np.array([mass[np.abs(v - truth) < (1 - t) * truth].sum() for t in np.arange(10) * 0.05 + 0.5])
     else:  # uniform on the 1000 x 1000 integer grid: count the grid points strictly within d
         g = np.arange(1000)
         d2 = (g[:, None] - truth[0]) ** 2 + (g[None, :] - truth[1]) ** 2
@@ -342,20 +345,29 @@ def test_scoring_perfect_garbage_missing_and_random(qdir, expected, tmp_path):
     }
     assert set(preds) == {q.id for q in qs}
     # the harness's scores, recomputed from the predictions with DESIGN's formulas
-    ours, mean, var = {}, Counter(), Counter()
+    ours = {}
     for q in qs:
         pattern, read = CANONICAL[q.answer_type]
         m = re.fullmatch(pattern, preds[q.id])
         assert m, (q.id, preds[q.id])
         truth = tuple(q.answer["value"]) if q.answer_type == "point" else q.answer["value"]
         ours.setdefault(q.subtask, []).append(design_score(q.answer_type, read(m), truth))
-        mu, v = chance(q.answer_type, truth)
-        mean[q.subtask] += mu
-        var[q.subtask] += v
     assert r["per_subtask"] == pytest.approx({c: 100 * np.mean(v) for c, v in ours.items()})
     assert r["overall"] == pytest.approx(np.mean([100 * np.mean(v) for v in ours.values()]))
-    # ... and about chance: within 4 standard deviations of what uniform answers score on these questions
-    n = Counter(q.subtask for q in qs)
-    mu = 100 * np.mean([mean[c] / n[c] for c in n])
-    sd = 100 * np.sqrt(sum(var[c] / n[c] ** 2 for c in n)) / len(n)
-    assert abs(r["overall"] - mu) <= 4 * sd, (r["overall"], mu, sd)
+
+
+def test_uniform_answers_score_chance_on_these_questions(qdir):
+    """The random agent's answers, scored by the harness, against the chance level computed for each
+    question's own truth (a point near the map's edge has less chance): 400 draws per question."""
+    rng = np.random.default_rng(0)
+    draws, got, want, var = 400, {}, {}, {}
+    for q in load_questions(qdir):
+        truth = tuple(q.answer["value"]) if q.answer_type == "point" else q.answer["value"]
+        row = {"subtask": q.subtask, "answer": q.answer}
+        got.setdefault(q.subtask, []).append(np.mean([score_one(row, random_answer(q, rng))[1] for _ in range(draws)]))
+        mu, v = chance(q.answer_type, truth)
+        want.setdefault(q.subtask, []).append(mu)
+        var.setdefault(q.subtask, []).append(v / draws)
+    for c in got:
+        sd = np.sqrt(np.sum(var[c])) / len(var[c])
+        assert abs(np.mean(got[c]) - np.mean(want[c])) <= 4 * sd, (c, np.mean(got[c]), np.mean(want[c]), sd)
