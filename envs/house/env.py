@@ -47,7 +47,7 @@ from .config import HouseConfig
 from .control import Limits
 from .expert import ObjectNavExpert
 from .exploration import Clip, ExplorationRoute, plan_route, sample_clips
-from .generator import ItemSpec
+from .spec import ItemSpec
 from .scene import HouseScene
 from .task import Episode, make_episode, target_distance, visible_fraction
 from .topdown import draw_route

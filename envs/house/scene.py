@@ -23,7 +23,8 @@ from spatial_memory.topdown import TopDownFrame
 from .agent import T_world_base, T_world_cam, yaw_quat
 from .catalog import libero_assets_dir
 from .config import HouseConfig
-from .generator import GenParams, HouseSpec, ItemSpec, generate_house
+from .generator import generate_house
+from .spec import GenParams, HouseSpec, ItemSpec
 from .mjcf import GROUP_ITEMS, GROUP_STRUCTURE, CameraSpec, CompiledHouse, compile_house
 from .navgrid import Planner
 from .render import HouseRenderer
