@@ -39,15 +39,16 @@ from envs.base import (
     VLAEnv,
     check_action,
 )
+from envs.control import BaseLimits
 from spatial_memory.frame import CameraFrame
+from spatial_memory.geometry import wrap_angle
 from spatial_memory.topdown import LEVELS, TopDownFrame
 
-from .agent import T_world_base, pose_from_T, step_pose, wrap_angle
+from .agent import T_world_base, pose_from_T, step_pose
 from .config import HouseConfig
-from .control import Limits
-from .expert import ObjectNavExpert
+from .expert import NavGoal, ObjectNavExpert
 from .exploration import Clip, ExplorationRoute, plan_route, sample_clips
-from .generator import ItemSpec
+from .spec import ItemSpec
 from .scene import HouseScene
 from .task import Episode, make_episode, target_distance, visible_fraction
 from .topdown import draw_route
@@ -87,6 +88,7 @@ class HouseEnv(VLAEnv):
             }
         )
         self.episode: Episode | None = None
+        self._episodes = 0  # resets so far: tells the expert that a new episode began
         self.target_item: ItemSpec | None = None
         self.instruction = ""
         self._pose = np.zeros(3)
@@ -119,6 +121,7 @@ class HouseEnv(VLAEnv):
                     f"objects: {sorted(it.id for it in self.scene.spec.items)}"
                 ) from None
         self.episode = make_episode(self.scene, int(trial), target=target, start=options.get("start"))
+        self._episodes += 1
         self.target_item = self.scene.spec.item(self.episode.target_id)
         self.instruction = self.episode.instruction
         self._pose = self.episode.start.copy()
@@ -207,7 +210,15 @@ class HouseEnv(VLAEnv):
         return self.scene.scene_truth(self._pose, self.T_world_odom)
 
     def expert(self) -> ObjectNavExpert:
-        return ObjectNavExpert(self)
+        """The scripted expert on this env's scene truth and the current episode's :class:`NavGoal`."""
+        return ObjectNavExpert(self.scene_truth, self.nav_goal, BaseLimits.from_config(self.cfg))
+
+    def nav_goal(self) -> NavGoal:
+        """The current episode's goal cells, target id and a planner on the navigable grid (privileged)."""
+        ep = self.episode
+        if ep is None:
+            raise RuntimeError("reset the env before asking the expert for an action")
+        return NavGoal(self._episodes, ep.target_id, ep.goal_cells, self.scene.planner.plan)
 
     def topdown_frame(self) -> TopDownFrame:
         return self.scene.frame
@@ -246,7 +257,7 @@ class HouseEnv(VLAEnv):
         return plan_route(
             self.scene,
             self._pose if start is None else np.asarray(start, dtype=np.float64),
-            Limits.from_config(self.cfg),
+            BaseLimits.from_config(self.cfg),
             look_around,
         )
 
