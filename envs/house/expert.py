@@ -40,6 +40,8 @@ class NavGoal:
     target_id: str
     goal_cells: np.ndarray
     plan: Callable[[np.ndarray, np.ndarray], np.ndarray | None]
+    at_goal: Callable[[], bool] = lambda: False  # the env's success predicate now (for the stop signal)
+    stop_action: bool = False  # actions carry a 4th `stop` dimension
 
 
 class ObjectNavExpert:
@@ -75,6 +77,13 @@ class ObjectNavExpert:
 
     def act(self, obs: Observation) -> np.ndarray:
         goal = self._goal()
+        if not goal.stop_action:
+            return self._move(obs, goal)
+        if goal.at_goal():  # the ObjectNav protocol: signal stop where the predicate holds
+            return np.array([0.0, 0.0, 0.0, 1.0])
+        return np.append(self._move(obs, goal), 0.0)
+
+    def _move(self, obs: Observation, goal: NavGoal) -> np.ndarray:
         if self._episode != goal.episode:
             self.reset()
         truth = self._truth()
