@@ -222,6 +222,11 @@ def test_registration_is_redone_when_the_live_memory_grows():
     later = answerer.registration(mem, image, "medium")
     assert later is not early
     assert later.score >= early.score - 0.05  # the fuller memory explains the map at least as well
+    assert answerer.registration(mem.snapshot(), image, "medium") is later  # a snapshot is the same state
+    # detector boxes change the memory without a frame: the cache must notice that too
+    n = mem.n_frames
+    mem.integrate_boxes([("sofa", [0.0, 0.0, 2.0, 1.0, 0.5, 0.8, 0.0, 0.0, 0.0])], tour[-1], step=n)
+    assert mem.n_frames == n and answerer.registration(mem, image, "medium") is not later
 
 
 def test_targets_missing_from_the_registry_are_located_from_their_pixels(episode):

@@ -19,20 +19,9 @@ import numpy as np
 from vla.rollout.runtime import Episode, EpisodeResult, Subscriber
 
 from .generate import GenConfig, QuestionGenerator, instance_stats
+from .options import GSTOptions
 from .score import score_one
-from .subtasks import SUBTASKS, check_codes
-
-DEFAULTS: dict[str, Any] = {
-    "enabled": False,
-    "every": None,  # ask every N steps
-    "at": [],  # ... and/or at these steps
-    "subtasks": None,  # null: every subtask the env supports
-    "per_subtask": 1,  # questions per subtask each time
-    "map_level": "easy",
-    "camera": None,  # null: the env's first camera
-    "seed": 0,
-}
-
+from .subtasks import SUBTASKS
 
 # what gst.jsonl keeps of a question's truth (option_scenes: which scenes' maps a TDS question showed)
 ROW_META = ("target", "target_instance", "category", "level", "option_scenes")
@@ -43,17 +32,8 @@ def _plain(v: Any) -> Any:
 
 
 def gst_options(cfg: dict[str, Any] | None) -> dict[str, Any]:
-    cfg = dict(cfg or {})
-    unknown = sorted(set(cfg) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(f"unknown gst option(s) {unknown}; valid: {sorted(DEFAULTS)}")
-    opts = {**DEFAULTS, **cfg}
-    if opts["every"] is not None and int(opts["every"]) < 1:
-        raise ValueError(f"gst.every must be >= 1, got {opts['every']}")
-    if opts["subtasks"] is not None:
-        check_codes(opts["subtasks"])
-    opts["enabled"] = bool(opts["enabled"] or opts["every"] or opts["at"])
-    return opts
+    """The questioner's options with their defaults (:class:`~vla.gst.options.GSTOptions`), validated."""
+    return GSTOptions.from_dict(cfg).to_dict()
 
 
 class GSTQuestioner(Subscriber):
