@@ -24,6 +24,7 @@ from spatial_memory.frame import CameraFrame
 from .. import _gl
 from ..base import ActionSpec, ArraySpec, CameraSpec, EnvSpec, Observation, SceneTruth, TaskInfo, VLAEnv, check_action
 from . import camera, suites
+from .config import SETTLE_STEPS
 from .truth import categories, scene_truth
 
 CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
@@ -55,7 +56,7 @@ class LiberoEnv(VLAEnv):
         depth: bool = True,
         segmentation: bool = True,
         orientation: str = "rot180",
-        settle_steps: int = suites.SETTLE_STEPS,
+        settle_steps: int = SETTLE_STEPS,
         max_steps: int | None = None,
         controller: str = "OSC_POSE",
         hard_reset: bool = True,
@@ -155,6 +156,9 @@ class LiberoEnv(VLAEnv):
         if not 0 <= trial < len(self._init_states):
             raise ValueError(f"trial {trial} out of range: {self.task.name} has {len(self._init_states)} init states")
         env = self._ensure_sim()
+        # libero's reset re-draws the fixtures' placements (about 1 cm of jitter) from the global numpy
+        # RNG, which set_init_state does not restore: seed it first, so a trial does not depend on what ran before
+        env.seed(suites.SEED if seed is None else seed)
         env.reset()
         env.seed(suites.SEED if seed is None else seed)
         self._raw = env.set_init_state(self._init_states[trial])
