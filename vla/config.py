@@ -29,8 +29,9 @@ SCHEMAS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("env", "house"): ("envs.house.config:HouseConfig", ()),
     ("env", "libero"): ("envs.libero.config:LiberoConfig", ()),
     ("agent", "memory"): ("vla.agents.memory:MemoryAgentOptions", ()),
-    ("eval", "default"): ("vla.eval.evaluate:EvalSpec", ("env", "agent", "out", "record", "extra")),
+    ("eval", "default"): ("vla.eval.evaluate:EvalSpec", ("env", "agent", "out", "record", "extra", "rerun")),
     ("", "gst"): ("vla.gst.options:GSTOptions", ()),
+    ("", "rerun"): ("vla.rollout.rerun_view:RerunOptions", ()),
     ("model", "model"): ("vla.policy.backbone:ModelConfig", ()),
     ("policy", "policy"): ("vla.policy.config:PolicyConfig", ()),
     ("data", "data"): ("vla.train.config:DataConfig", ()),
@@ -69,6 +70,7 @@ def schema_defaults(target: str, exclude: tuple[str, ...] = ()) -> dict[str, Any
 CONFIG_GROUPS: dict[str, tuple[str, ...]] = {
     "rollout": ("env", "agent", "eval", ""),
     "gst": ("env", "agent"),
+    "serve": ("env", "agent"),
     "train": ("model", "policy", "data", "train"),
 }
 _REGISTERED: set[tuple[str, str]] = set()

@@ -33,6 +33,10 @@ from .runtime import Episode, EpisodeResult, Subscriber
 
 @dataclass(frozen=True)
 class RerunOptions:
+    """``rerun.*`` of vla-rollout: ``save`` one .rrd per episode under ``out/rerun``; ``connect`` a
+    viewer's gRPC url to stream to; log every ``every`` steps, the top-down map (``map_level``)
+    every ``map_every`` steps, every ``points_stride``-th depth pixel as a point."""
+
     enabled: bool = False
     save: bool = True
     connect: str | None = None
