@@ -1,6 +1,7 @@
 """``vla-serve`` (host an agent) and ``vla-query`` (ask a served agent's map) command lines.
 
     vla-serve agent=memory port=8765 [env=house] [token=...] [host=0.0.0.0]
+    vla-serve policy_path=runs/train/policy [+memory.inputs=[topdown,objects]] [device=cuda]   # the learned VLA
     vla-query --url ws://127.0.0.1:8765 "where is the black bowl?"
     vla-query --target bowl --what direction,distance
     vla-query --objects | --png map.png --level easy | --snapshot memory.npz | --health | --sessions
@@ -40,7 +41,14 @@ def build_server(cfg: dict[str, Any]):
             spec = env.env_spec
         finally:
             env.close()
-    policy = make_batch_policy(cfg["agent"], memory=cfg.get("memory"))
+    if cfg.get("policy_path"):
+        from .policy import load_batch_policy
+
+        policy = load_batch_policy(
+            str(cfg["policy_path"]), memory=cfg.get("memory"), device=str(cfg.get("device", "cpu"))
+        )
+    else:
+        policy = make_batch_policy(cfg["agent"], memory=cfg.get("memory"))
     return PolicyServer(policy, serve_cfg, expected_spec=spec)
 
 
@@ -51,7 +59,8 @@ def serve_main(argv: list[str] | None = None) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__)
         print(f"agents: {', '.join(groups('agent'))}; env (optional): {', '.join(groups('env'))}")
-        print("options: " + ", ".join(sorted(_SERVE_KEYS | {"memory", "log_level"})) + " (configs/serve.yaml)")
+        extra = {"memory", "log_level", "policy_path", "device"}
+        print("options: " + ", ".join(sorted(_SERVE_KEYS | extra)) + " (configs/serve.yaml)")
         return 0
     show = "--cfg" in argv
     argv = [a for a in argv if a != "--cfg"]

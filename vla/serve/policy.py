@@ -181,13 +181,18 @@ class ModelSessions:
 
     batching = "model"
 
-    def __init__(self, model: BatchModel, memory: dict[str, Any] | None = None) -> None:
+    def __init__(self, model: BatchModel, memory: dict[str, Any] | None = None, name: str | None = None) -> None:
         self.model, self.memory_cfg = model, memory
+        self.name = name or getattr(model, "name", None) or type(model).__name__
         self.specs: dict[str, EnvSpec] = {}
         self.inputs: dict[str, Any] = {}
 
     def metadata(self) -> dict[str, Any]:
-        return {"batching": self.batching, "memory": self.memory_cfg is not None, **self.model.metadata()}
+        meta = {"agent": self.name, "batching": self.batching, "memory": self.memory_cfg is not None}
+        meta.update(self.model.metadata())
+        if "action_statistics" not in meta and "statistics" in meta:
+            meta["action_statistics"] = meta["statistics"]  # the learned policy's per-dataset statistics
+        return meta
 
     def reset(self, session: str, instruction: str, spec: EnvSpec, seed: Any = None) -> None:
         self.specs.pop(session, None)
@@ -215,7 +220,7 @@ class ModelSessions:
                 out[i] = exc
         if ready:
             try:
-                actions = self.model.infer_batch(ready)
+                actions = list(self.model.infer_batch(ready))  # a list, or an array (B, ...) as the VLA returns
                 if len(actions) != len(ready):
                     raise RuntimeError(f"the model returned {len(actions)} actions for {len(ready)} observations")
             except Exception as exc:  # noqa: BLE001 - the model failed: every item of this batch gets the error
@@ -234,6 +239,16 @@ class ModelSessions:
     def live_memory(self, session: str) -> Any:
         inputs = self.inputs.get(session)
         return inputs.live_memory() if inputs is not None else None
+
+
+def load_batch_policy(path: str, memory: dict[str, Any] | None = None, device: str = "cpu") -> BatchPolicy:
+    """The learned policy from an exported or checkpoint directory (``vla.policy.load_policy``),
+    served as a :class:`ModelSessions` (``vla-serve policy_path=DIR``)."""
+    from vla.policy import load_policy
+
+    model = load_policy(path, device=device)
+    model.eval()
+    return ModelSessions(model, memory, name="vla")
 
 
 def make_batch_policy(agent_cfg: dict[str, Any], memory: dict[str, Any] | None = None) -> BatchPolicy:
