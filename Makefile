@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.setup-done
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: setup browser demo test test-slow bench check-assets clean
+.PHONY: setup browser demo test test-slow lint bench check-assets clean
 
 setup: $(STAMP)
 
@@ -37,6 +37,10 @@ test: setup browser
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 check-assets: setup
 	$(PY) -m envs.libero.assets --full

@@ -29,6 +29,7 @@ SCHEMAS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("env", "house"): ("envs.house.config:HouseConfig", ()),
     ("env", "libero"): ("envs.libero.config:LiberoConfig", ()),
     ("agent", "memory"): ("vla.agents.memory:MemoryAgentOptions", ()),
+    ("agent", "vla"): ("vla.agents.vla:VLAAgentOptions", ()),
     ("eval", "default"): ("vla.eval.evaluate:EvalSpec", ("env", "agent", "out", "record", "extra", "rerun")),
     ("", "gst"): ("vla.gst.options:GSTOptions", ()),
     ("", "rerun"): ("vla.rollout.rerun_view:RerunOptions", ()),

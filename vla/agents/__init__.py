@@ -12,6 +12,7 @@ _AGENTS = {
     "scripted": "vla.agents.scripted:ScriptedAgent",
     "memory": "vla.agents.memory:MemoryAgent",
     "remote": "vla.agents.remote:RemoteAgent",
+    "vla": "vla.agents.vla:VLAAgent",
 }
 
 

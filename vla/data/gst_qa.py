@@ -126,65 +126,14 @@ class GSTQASource:
 
     def sample(self, i: int) -> Sample:
         q = self.question(i)
-        images: list[np.ndarray] = []
-        lines: list[str] = []
-
-        def add(label: str, imgs: list[np.ndarray], tags: list[str] | None = None) -> None:
-            marks = [f"{t} <image>" for t in tags] if tags else ["<image>"] * len(imgs)
-            lines.append(f"{label}: " + " ".join(marks))
-            images.extend(np.array(np.asarray(im)[..., :3], dtype=np.uint8) for im in imgs)  # copies: media are cached
-
-        visual = SUBTASKS[q.subtask].target == "visual" and "boxes" in q.media
-        video_key = "clip_video" if "clip_video" in q.media else "video"
-        if self.memory is None:
-            frames = q.get(video_key)
-            idx = self._frame_indices(len(frames), self.max_video_frames, q.get("boxes") if visual else None)
-            add("Video frames" if video_key == "video" else "Video clip frames", [frames[j] for j in idx])
-        else:
+        entries = None
+        if self.memory is not None:
             entries = self._memory_entries(q, "clip_stream" if "clip_stream" in q.media else "stream")
-            if "topdown" in entries:
-                add(
-                    "Top-down map of your spatial memory, built from the video (red: the path travelled, "
-                    "blue: its start, green arrow: where the video ended)",
-                    [entries["topdown"]],
-                )
-            if "text" in entries:
-                lines.append(
-                    "Objects in your spatial memory (direction and distance from the end of the video): "
-                    + entries["text"]
-                )
-            if visual:
-                frames = q.get(video_key)
-                boxed = self._frame_indices(len(frames), 2, q.get("boxes"), boxed_only=True)
-                if boxed:
-                    add("Video frames where the target is marked", [frames[j] for j in boxed])
-        if "current_view" in q.media:
-            add("Current view", [q.get("current_view")])
-        if "map" in q.media:
-            add("Top-down map", [q.get("map")])
-        if "options" in q.media:
-            opts = q.get("options")
-            add("Options", opts, list(CHOICES[: len(opts)]))
-        prompt = "\n".join(lines + [q.prompt])
+        images, prompt = question_inputs(q, self.memory is not None, self.max_video_frames, entries)
         answer = format_answer(q.answer.get("type", q.answer_type), q.answer["value"])
         return Sample(dataset=self.key, episode=q.scene, kind="qa", images=images, prompt=prompt, answer=answer)
 
     # ------------------------------------------------------------------ helpers
-    @staticmethod
-    def _frame_indices(n: int, k: int, boxes: dict | None, boxed_only: bool = False) -> list[int]:
-        """Up to ``k`` frame indices in time order: evenly spread; with ``boxes`` (frame -> [x0, y0, x1,
-        y1]) half of them (at least one) the frames with the largest boxes."""
-        chosen: set[int] = set()
-        if boxes:
-            area = {int(j): (b[2] - b[0] + 1) * (b[3] - b[1] + 1) for j, b in boxes.items() if 0 <= int(j) < n}
-            ranked = sorted(area, key=lambda j: (-area[j], j))
-            chosen.update(ranked[: k if boxed_only else max(1, k // 2)])
-        if not boxed_only and n > 0:
-            rest = k - len(chosen)
-            if rest > 0:
-                chosen.update(int(round(x)) for x in np.linspace(0, n - 1, min(rest, n)))
-        return sorted(chosen)
-
     def _memory_entries(self, q: Question, stream_key: str) -> dict[str, Any]:
         """``MemoryInputs.entries()`` after fusing the question's stream (cached per stream file)."""
         ref = json.dumps(q.media[stream_key])
@@ -211,3 +160,66 @@ class GSTQASource:
 
     def __repr__(self) -> str:
         return f"GSTQASource({self.key!r}: {len(self)} questions, {len(self.episodes())} scenes)"
+
+
+def _frame_indices(n: int, k: int, boxes: dict | None, boxed_only: bool = False) -> list[int]:
+    """Up to ``k`` frame indices in time order: evenly spread; with ``boxes`` (frame -> [x0, y0, x1,
+    y1]) half of them (at least one) the frames with the largest boxes."""
+    chosen: set[int] = set()
+    if boxes:
+        area = {int(j): (b[2] - b[0] + 1) * (b[3] - b[1] + 1) for j, b in boxes.items() if 0 <= int(j) < n}
+        ranked = sorted(area, key=lambda j: (-area[j], j))
+        chosen.update(ranked[: k if boxed_only else max(1, k // 2)])
+    if not boxed_only and n > 0:
+        rest = k - len(chosen)
+        if rest > 0:
+            chosen.update(int(round(x)) for x in np.linspace(0, n - 1, min(rest, n)))
+    return sorted(chosen)
+
+
+def question_inputs(
+    q: Question, memory: bool, max_video_frames: int = 8, entries: dict[str, Any] | None = None
+) -> tuple[list[np.ndarray], str]:
+    """The images and the prompt (one ``<image>`` per image) a model sees for question ``q``: the same
+    for training (:class:`GSTQASource`) and for an agent answering mid-episode (``vla.agents.vla``).
+    With ``memory``, ``entries`` are the memory's ``memory/*`` entries after fusing the question's
+    stream (offline: replayed from the stream files; mid-episode: the agent's live memory)."""
+    images: list[np.ndarray] = []
+    lines: list[str] = []
+
+    def add(label: str, imgs: list[np.ndarray], tags: list[str] | None = None) -> None:
+        marks = [f"{t} <image>" for t in tags] if tags else ["<image>"] * len(imgs)
+        lines.append(f"{label}: " + " ".join(marks))
+        images.extend(np.array(np.asarray(im)[..., :3], dtype=np.uint8) for im in imgs)  # copies: media are cached
+
+    visual = SUBTASKS[q.subtask].target == "visual" and "boxes" in q.media
+    video_key = "clip_video" if "clip_video" in q.media else "video"
+    if not memory:
+        frames = q.get(video_key)
+        idx = _frame_indices(len(frames), max_video_frames, q.get("boxes") if visual else None)
+        add("Video frames" if video_key == "video" else "Video clip frames", [frames[j] for j in idx])
+    else:
+        entries = entries or {}
+        if "topdown" in entries:
+            add(
+                "Top-down map of your spatial memory, built from the video (red: the path travelled, "
+                "blue: its start, green arrow: where the video ended)",
+                [entries["topdown"]],
+            )
+        if "text" in entries:
+            lines.append(
+                "Objects in your spatial memory (direction and distance from the end of the video): " + entries["text"]
+            )
+        if visual:
+            frames = q.get(video_key)
+            boxed = _frame_indices(len(frames), 2, q.get("boxes"), boxed_only=True)
+            if boxed:
+                add("Video frames where the target is marked", [frames[j] for j in boxed])
+    if "current_view" in q.media:
+        add("Current view", [q.get("current_view")])
+    if "map" in q.media:
+        add("Top-down map", [q.get("map")])
+    if "options" in q.media:
+        opts = q.get("options")
+        add("Options", opts, list(CHOICES[: len(opts)]))
+    return images, "\n".join(lines + [q.prompt])

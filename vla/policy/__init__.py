@@ -19,7 +19,7 @@ from .backbone import ModelConfig
 from .inputs import InputConfig
 from .config import POLICY_FILE, STATS_FILE, PolicyConfig
 
-CHECKPOINT_FILE = "policy_state.safetensors"  # a training checkpoint's weights (vla/train/checkpoint.py)
+from .weights import WEIGHTS_FILE as CHECKPOINT_FILE  # a training checkpoint's weights (vla/train/checkpoint.py)
 
 
 def __getattr__(name: str):
@@ -98,14 +98,11 @@ def load_policy(path: str | Path, device: str = "cpu"):
             )
     checkpoint = path / CHECKPOINT_FILE
     if checkpoint.is_file():  # a training checkpoint: rebuild the architecture, then load every weight
-        from safetensors.torch import load_model
+        from .weights import load_weights
 
         policy = build_policy(mcfg, pcfg, stats, device)
         saved_tok.verify_tokenizer(policy.processor.tokenizer, _embedding_rows(policy.backbone))
-        try:
-            load_model(policy, str(checkpoint), device=device)
-        except Exception as exc:  # noqa: BLE001 - safetensors raises several types
-            raise ValueError(f"{checkpoint}: cannot load the policy weights: {exc}") from exc
+        load_weights(policy, checkpoint)
         return policy
     if not (path / "config.json").is_file():
         raise ValueError(f"{path}: neither an exported policy (config.json) nor a checkpoint ({CHECKPOINT_FILE})")

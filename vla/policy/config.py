@@ -22,6 +22,7 @@ class PolicyConfig:
     dataset_key: str = ""  # statistics used to un-normalise at inference ("" = the only / first key)
     freeze_embeddings: bool = True  # train only the action rows of the embedding matrix
     inputs: InputConfig = field(default_factory=InputConfig)
+    memory: dict[str, Any] | None = None  # the MemoryInputs config the policy was trained with (set by vla-train)
 
     def __post_init__(self) -> None:
         if isinstance(self.inputs, dict):
