@@ -59,12 +59,13 @@ ROBOT_CATEGORY = "agent"  # robots/robot_base.py m.ROBOT_CATEGORY
 HIDDEN_FROM_ABOVE = ("ceilings", "roof")  # hidden while the easy top-down map is rendered
 
 INSTALL = f"""env=omnigibson needs OmniGibson {TARGET_VERSION} with NVIDIA Isaac Sim 4.1 (an RTX GPU, Linux,
-Python 3.10), which pip alone cannot install into this project's environment. Steps (docs/omnigibson.md):
+Python 3.10), which pip alone cannot install. Steps (docs/omnigibson.md):
   conda create -n omnigibson python=3.10 pytorch torchvision torchaudio pytorch-cuda=12.1 "numpy<2" -c pytorch -c nvidia
   conda activate omnigibson
   pip install omnigibson=={TARGET_VERSION}
-  python -m omnigibson.install          # Isaac Sim 4.1 wheels from pypi.nvidia.com, BEHAVIOR-1K dataset and assets
-  pip install -e '.[omnigibson]'        # this project, in that environment"""
+  python -m omnigibson.install    # Isaac Sim 4.1 wheels from NVIDIA's index, the BEHAVIOR-1K dataset and assets
+  pip install --ignore-requires-python --no-deps -e .    # this project, in that environment
+  pip install hydra-core==1.3.8 gymnasium numba tqdm msgpack websockets"""
 
 
 class OmniGibsonUnavailable(ValueError):
