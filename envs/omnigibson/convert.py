@@ -1,7 +1,8 @@
 """OmniGibson's outputs in our contracts: pure functions of arrays (numpy; torch tensors are accepted).
 
-Target version: **OmniGibson 1.1.1** (``omnigibson.__version__ == "1.1.1"``; Isaac Sim 4.1.0). The facts
-each function relies on, with the file of that version that states them:
+Target version: **OmniGibson 1.1.1** (``omnigibson.__version__ == "1.1.1"``; Isaac Sim 4.1.0; read at
+OmniGibson's og-develop commit 255a4e4f of 2024-10-12, which carries that version). The facts each
+function relies on, with the file of that version that states them:
 
 * Quaternions are ``(x, y, z, w)`` (``omnigibson/utils/transform_utils.py``: "convention for quaternions
   is (x, y, z, w)"; ``XFormPrim.get_position_orientation`` returns ``(position, (x, y, z, w))``).
