@@ -103,6 +103,7 @@ class OmniGibsonEnv(VLAEnv):
         self._trajectory: list[np.ndarray] = []
         self._last_frame: CameraFrame | None = None
         self._last_info: dict[str, Any] = {}
+        self._maps: dict[str, np.ndarray] = {}  # maps read from map_cache
 
     @property
     def gst_name(self) -> str:
@@ -264,21 +265,20 @@ class OmniGibsonEnv(VLAEnv):
         """GT map of ``level`` on :meth:`topdown_frame`; read from / written to ``map_cache`` when it is set."""
         if level not in LEVELS:
             raise ValueError(f"unknown top-down level {level!r}; expected one of {LEVELS}")
-        if self.cfg.map_cache is None:
-            return self.scene.topdown_map(level)
+        if self.cfg.map_cache is None or level in self._maps:
+            return self._maps[level].copy() if level in self._maps else self.scene.topdown_map(level)
         import imageio.v2 as imageio
 
         path = map_file(self.cfg.map_cache, self.gst_name, level)
-        if path.exists():
-            img = np.asarray(imageio.imread(path))[..., :3]
-            if img.shape == (self.scene.frame.height, self.scene.frame.width, 3):
-                return img.copy()
-        img = self.scene.topdown_map(level)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.png")
-        imageio.imwrite(tmp, img)
-        tmp.replace(path)
-        return img
+        img = np.asarray(imageio.imread(path))[..., :3] if path.exists() else None
+        if img is None or img.shape != (self.scene.frame.height, self.scene.frame.width, 3):
+            img = self.scene.topdown_map(level)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp.png")
+            imageio.imwrite(tmp, img)
+            tmp.replace(path)
+        self._maps[level] = img
+        return img.copy()
 
     def agent_pose(self) -> np.ndarray:
         return self._pose.copy()
