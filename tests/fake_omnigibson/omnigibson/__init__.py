@@ -26,8 +26,10 @@ Tests put ``tests/fake_omnigibson`` first on ``sys.path`` and say that they use 
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
+import shutil
 import tempfile
 import zlib
 
@@ -40,7 +42,8 @@ from .sensors import VisionSensor, _registry_id
 __version__ = "1.1.1"
 FAKE = True
 sim = None
-_TMP = tempfile.mkdtemp(prefix="fake_og_")
+_TMP = tempfile.mkdtemp(prefix="fake_og_")  # the scenes' layout/ images
+atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
 
 WALL_H, WALL_T = 2.6, 0.1
 FURNITURE = [  # category, size (x, y, z), colour
