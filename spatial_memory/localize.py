@@ -47,7 +47,7 @@ from scipy import ndimage
 from scipy.spatial import cKDTree
 
 from .frame import CameraFrame
-from .geometry import camera_yaw, make_T, rot_z
+from .geometry import camera_yaw, make_T, rot_z, wrap_angle
 from .pose import CameraPose
 
 METHODS = ("objects", "geometry", "objects+geometry", "failed")
@@ -419,7 +419,7 @@ def _object_hypotheses(scan: _Scan, idx: MapIndex, max_hyp: int = 4) -> tuple[li
     hyps.sort(key=lambda h: -h[0])
     out = []
     for inl, x, y, yaw in hyps:
-        if all(np.hypot(x - o[0], y - o[1]) > 0.3 or abs(_wrap(yaw - o[2])) > np.radians(10) for o in out):
+        if all(np.hypot(x - o[0], y - o[1]) > 0.3 or abs(wrap_angle(yaw - o[2])) > np.radians(10) for o in out):
             out.append((x, y, yaw))
         if len(out) >= max_hyp:
             break
@@ -484,7 +484,8 @@ def _geometric_hypotheses(scan: _Scan, idx: MapIndex, cfg: LocalizeConfig) -> li
         xy = idx.cell_centre(r, col)  # scan offsets were rounded: the camera sits at the cell centre
         cand = (float(xy[0]), float(xy[1]), yaw, val)
         if all(
-            np.hypot(cand[0] - o[0], cand[1] - o[1]) > 0.4 or abs(_wrap(cand[2] - o[2])) > np.radians(15) for o in out
+            np.hypot(cand[0] - o[0], cand[1] - o[1]) > 0.4 or abs(wrap_angle(cand[2] - o[2])) > np.radians(15)
+            for o in out
         ):
             out.append(cand)
         if len(out) >= cfg.candidates:
@@ -537,10 +538,6 @@ def _object_channel(scan: _Scan, idx: MapIndex, cfg: LocalizeConfig):
     n_hit = len(scan.pts)
     w = min(0.5 * n_hit / sel.sum(), 3.0)
     return scan.pts[sel], w, sfft.rfft2(lik.astype(np.float32), s=idx.fft_shape)
-
-
-def _wrap(a: float) -> float:
-    return float((a + np.pi) % (2 * np.pi) - np.pi)
 
 
 # ================================================================================ refinement + verification
@@ -602,7 +599,7 @@ def _icp(scan: _Scan, idx: MapIndex, cfg: LocalizeConfig, x: float, y: float, ya
         dx, dy, dth = delta
         c, s_ = np.cos(dth), np.sin(dth)
         x, y = c * x - s_ * y + dx, s_ * x + c * y + dy
-        yaw = _wrap(yaw + dth)
+        yaw = wrap_angle(yaw + dth)
         if abs(dth) < 2e-4 and np.hypot(dx, dy) < 2e-3:  # converged at this gate: go to the next one
             k_gate = (k_gate + cfg.icp_iterations - 1) // cfg.icp_iterations * cfg.icp_iterations
     return x, y, yaw
@@ -680,7 +677,7 @@ def _polish(
             if best is None:
                 break
             score, (x, y, yaw) = best
-    return x, y, _wrap(yaw)
+    return x, y, wrap_angle(yaw)
 
 
 def _pose(idx: MapIndex, x: float, y: float, yaw: float) -> np.ndarray:
@@ -739,7 +736,7 @@ def localize(mem, frame: CameraFrame, cfg: LocalizeConfig | None = None) -> Loca
     leaders, rest = [], []
     for r in refined:
         distinct = all(
-            np.hypot(r[1] - p[1], r[2] - p[2]) > 0.3 or abs(_wrap(r[3] - p[3])) > np.radians(10) for p in leaders
+            np.hypot(r[1] - p[1], r[2] - p[2]) > 0.3 or abs(wrap_angle(r[3] - p[3])) > np.radians(10) for p in leaders
         )
         x, y, yw = r[1:4]
         if distinct and len(leaders) < cfg.polish:
@@ -754,7 +751,7 @@ def localize(mem, frame: CameraFrame, cfg: LocalizeConfig | None = None) -> Loca
         r
         for r in refined
         if np.hypot(r[1] - best[1], r[2] - best[2]) <= cfg.distinct_m
-        and abs(_wrap(r[3] - best[3])) <= np.radians(cfg.distinct_deg)
+        and abs(wrap_angle(r[3] - best[3])) <= np.radians(cfg.distinct_deg)
     ]
     other = [r for r in refined if r not in same]
     sources = {r[4] for r in same}

@@ -16,6 +16,9 @@ Queries use DESIGN §4's conventions: egocentric direction 0 = straight ahead, l
 
 The memory lives in whatever frame its poses are in (the robot's odometry frame), floor at z = 0.
 Thread safety: one writer; other threads read a :meth:`snapshot`, which is copied under a lock.
+:attr:`version` changes with every change of the contents (integrate, integrate_boxes, load), so
+caches of derived results can live outside the memory. Planners read :meth:`occupancy2d`,
+:meth:`occupancy_extent` and :meth:`objects_by_category` (:mod:`.queries`).
 
 Views without a pose and maps without a frame: :meth:`localize` (:mod:`.localize`) estimates the
 pose of a frame from the depth and objects it shows; :meth:`register_topdown` (:mod:`.register`)
@@ -24,6 +27,7 @@ finds the similarity from the memory's frame to a given top-down image. Both onl
 
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -40,13 +44,16 @@ from .localize import LocalizeConfig, Localization
 from .localize import localize as _localize
 from .maps import MapConfig, MapLayers, map_layers
 from .pose import CameraPose
+from .lattice import CellLattice
 from .objects import ASSOCIATIONS, MemoryObject, ObjectRegistry
+from .queries import Occupancy2D, OccupancyBands, normalise_category, occupancy2d, occupancy_extent
 from .register import RegisterConfig, TopDownRegistration
 from .register import register_topdown as _register_topdown
 from .topdown import LEVELS, TopDownFrame
 from .voxels import VoxelMap
 
 FORMAT = "spatial_memory/1"
+_VERSIONS = itertools.count(1)  # one sequence for every memory of the process: a version names one state
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,7 @@ class SpatialMemory:
         self._traj_step = np.zeros(0, dtype=np.int64)
         self._n_traj = 0
         self._n_frames = 0
+        self._version = next(_VERSIONS)
         self._lock = threading.Lock()
         self.read_only = False
 
@@ -164,6 +172,13 @@ class SpatialMemory:
     def n_frames(self) -> int:
         return self._n_frames
 
+    @property
+    def version(self) -> int:
+        """A number that grows with every change (integrate, integrate_boxes, load). Versions come from
+        one counter for every memory of the process, so equal versions mean equal contents: a
+        :meth:`snapshot` keeps the version of the state it copied. Key caches on it, not on ``id``."""
+        return self._version
+
     def _writable(self) -> None:
         if self.read_only:
             raise RuntimeError("this SpatialMemory is a read-only snapshot; integrate into the live memory")
@@ -183,6 +198,7 @@ class SpatialMemory:
             )
         with self._lock:
             self._writable()
+            self._version = next(_VERSIONS)  # first: a failed integration still counts as a change
             self._integrate(frame, record_pose)
 
     def _instance_slots(self, frame: CameraFrame) -> tuple[np.ndarray, list[int], list[str]]:
@@ -292,6 +308,7 @@ class SpatialMemory:
         out = []
         with self._lock:
             self._writable()
+            self._version = next(_VERSIONS)
             for cat, box9 in items:
                 c_cam, size, R_cam_box = vst_box_to_camera(box9)
                 c_world = T_world_cam[:3, :3] @ c_cam + T_world_cam[:3, 3]
@@ -319,6 +336,34 @@ class SpatialMemory:
     def object(self, target: str | int) -> MemoryObject:
         """One object by memory id, by a category unique in memory, or by instance id (int)."""
         return self.registry.view(self.registry.resolve(target))
+
+    def objects_by_category(self, category: str) -> list[MemoryObject]:
+        """The objects whose category matches ``category`` after :func:`.queries.normalise_category`
+        (``"teddy bear"`` finds ``teddy_bear``), in memory order; [] when there is none."""
+        key = normalise_category(category)
+        return [self.registry.view(o) for o, c in enumerate(self.registry.categories) if normalise_category(c) == key]
+
+    def occupancy2d(
+        self,
+        lattice: CellLattice,
+        shape: tuple[int, int],
+        bands: OccupancyBands | None = None,
+        offset: tuple[int, int] = (0, 0),
+        exclude: str | int | None = None,
+    ) -> Occupancy2D:
+        """Floor, obstacle and height layers (:class:`.queries.Occupancy2D`) of the cells
+        ``offset + [0, shape)`` of ``lattice`` (x0, y0, resolution), from the occupied voxels in the
+        height ``bands``; the voxels of object ``exclude`` (an id, see :meth:`object`) are left out of
+        the height. See :mod:`.queries`."""
+        skip = -1 if exclude is None else self.registry.resolve(exclude)
+        return occupancy2d(self.voxels, lattice, shape, bands or OccupancyBands(), offset, skip)
+
+    def occupancy_extent(
+        self, lattice: CellLattice, shape: tuple[int, int], bands: OccupancyBands | None = None
+    ) -> tuple[int, int, int, int] | None:
+        """(row_min, row_max, col_min, col_max), inclusive, of the cells of ``lattice`` in ``[0, shape)``
+        that :meth:`occupancy2d` would mark floor or obstacle; None when there is none."""
+        return occupancy_extent(self.voxels, lattice, shape, bands or OccupancyBands())
 
     def agent_pose(self) -> Pose:
         """The latest camera pose of the trajectory."""
@@ -462,6 +507,7 @@ class SpatialMemory:
             raise ValueError("voxel labels refer to objects that are not in the registry")
         mem._traj_T, mem._traj_step, mem._n_traj = T.copy(), steps.copy(), len(T)
         mem._n_frames = n_frames
+        mem._version = next(_VERSIONS)
         return mem
 
     def save(self, path: str | Path) -> Path:
@@ -486,7 +532,7 @@ class SpatialMemory:
             snap.voxels = self.voxels.copy()
             snap.registry = self.registry.copy()
             snap._traj_T, snap._traj_step = self.trajectory()
-            snap._n_traj, snap._n_frames = self._n_traj, self._n_frames
+            snap._n_traj, snap._n_frames, snap._version = self._n_traj, self._n_frames, self._version
         snap.read_only = True
         return snap
 

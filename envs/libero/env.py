@@ -24,6 +24,7 @@ from spatial_memory.frame import CameraFrame
 from .. import _gl
 from ..base import ActionSpec, ArraySpec, CameraSpec, EnvSpec, Observation, SceneTruth, TaskInfo, VLAEnv, check_action
 from . import camera, dataset_format, suites
+from .config import SAMPLED_SEED, SAMPLED_TRIALS, SETTLE_STEPS
 from .truth import categories, scene_truth
 
 CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
@@ -57,11 +58,12 @@ class LiberoEnv(VLAEnv):
         depth: bool = True,
         segmentation: bool = True,
         orientation: str = "rot180",
-        settle_steps: int = suites.SETTLE_STEPS,
+        settle_steps: int = SETTLE_STEPS,
         max_steps: int | None = None,
         controller: str = "OSC_POSE",
         hard_reset: bool = True,
         env_seed: int = suites.ENV_SEED,
+        init_states: str = "official",
     ) -> None:
         suites.check_suite(suite)
         suites.check_task(suite, task_id)
@@ -79,6 +81,10 @@ class LiberoEnv(VLAEnv):
         self.settle_steps, self.controller, self.hard_reset = int(settle_steps), controller, bool(hard_reset)
         self.env_seed = int(env_seed)
         self._stream = 0  # resets drawn from LIBERO's random stream since env.seed(env_seed)
+        self._rng: Any = None  # numpy's global generator state where this env's stream stands
+        if init_states not in ("official", "sampled"):
+            raise ValueError(f"init_states must be 'official' or 'sampled', got {init_states!r}")
+        self.init_states = init_states
         bench = suites.benchmark(suite)
         self._libero_task = bench.get_task(task_id)
         self._init_states = bench.get_task_init_states(task_id)
@@ -87,7 +93,7 @@ class LiberoEnv(VLAEnv):
             name=self._libero_task.name,
             instruction=self._libero_task.language,
             max_steps=int(max_steps or suites.MAX_STEPS[suite]),
-            num_trials=len(self._init_states),
+            num_trials=len(self._init_states) if init_states == "official" else SAMPLED_TRIALS,
         )
         self.instruction = self.task.instruction
         self.max_episode_steps = self.task.max_steps
@@ -134,6 +140,7 @@ class LiberoEnv(VLAEnv):
         self._env = ControlEnv(**kwargs)
         self._env.seed(self.env_seed)  # once per task env, as OpenVLA's get_libero_env
         self._stream = 0
+        self._rng = np.random.get_state()
         return self._env
 
     @property
@@ -162,12 +169,22 @@ class LiberoEnv(VLAEnv):
         super().reset(seed=seed)
         options = options or {}
         trial = int(options.get("trial", 0))
-        if not 0 <= trial < len(self._init_states):
-            raise ValueError(f"trial {trial} out of range: {self.task.name} has {len(self._init_states)} init states")
+        if not 0 <= trial < self.task.num_trials:
+            raise ValueError(f"trial {trial} out of range: {self.task.name} has {self.task.num_trials} init states")
         env = self._ensure_sim()
+        if self.init_states == "sampled":  # a fresh placement from the BDDL regions, a function of the trial
+            env.seed(SAMPLED_SEED + trial)
+            self._raw = env.reset()
+            env.seed(self.env_seed)
+            self._stream = -1  # off LIBERO's sequential stream (sampled trials never seek)
+            self._static = self._camera_statics()
+            self._settle()
+            self._trial, self._steps = trial, 0
+            return self._observation(), {"success": bool(env.check_success()), "trial": trial}
         self._seek(trial)
         env.reset()
         self._stream += 1
+        self._rng = np.random.get_state()
         self._raw = env.set_init_state(self._init_states[trial])
         self._static = self._camera_statics()
         self._settle()
@@ -182,8 +199,12 @@ class LiberoEnv(VLAEnv):
         official evaluation seeds the env once per task (``env.seed(0)``) and runs trials 0, 1, ...
         in order, so episode ``k`` sees the stream after ``k`` resets. An env that is asked for
         trial ``k`` elsewhere in its stream re-seeds and replays the resets it skipped (about a
-        second each without rendering), so results do not depend on worker scheduling or resume."""
+        second each without rendering), so results do not depend on worker scheduling or resume.
+        The generator is numpy's global one (libero's ``seed`` is ``np.random.seed``): each env keeps
+        its own place in it and restores it first, so other envs or code in the process between two
+        resets do not move this env's stream."""
         env = self._env
+        np.random.set_state(self._rng)
         if self._stream > trial:
             env.seed(self.env_seed)
             self._stream = 0

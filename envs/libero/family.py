@@ -6,30 +6,13 @@ from typing import Any
 
 from ..base import TaskInfo
 from . import suites
+from .config import LiberoConfig
 from .env import LiberoEnv
 from .material import LIBERO_SUBTASKS, libero_live_material
 
-DEFAULTS: dict[str, Any] = {
-    "suite": "libero_spatial",
-    "resolution": 256,
-    "cameras": ["agentview", "wrist"],
-    "render": True,
-    "depth": True,
-    "segmentation": True,
-    "orientation": "rot180",
-    "settle_steps": suites.SETTLE_STEPS,
-    "max_steps": None,
-    "controller": "OSC_POSE",
-    "hard_reset": True,
-    "env_seed": suites.ENV_SEED,
-}
-
 
 def _options(cfg: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(cfg) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(f"unknown libero option(s) {unknown}; valid options: {sorted(DEFAULTS)}")
-    return {**DEFAULTS, **cfg}
+    return LiberoConfig.from_dict(cfg).to_dict()
 
 
 class LiberoFamily:
@@ -41,8 +24,15 @@ class LiberoFamily:
         return opts
 
     def tasks(self, cfg: dict[str, Any]) -> list[TaskInfo]:
+        from dataclasses import replace
+
+        from .config import SAMPLED_TRIALS
+
         opts = _options(cfg)
-        return suites.task_infos(suites.check_suite(opts["suite"]), opts["max_steps"])
+        infos = suites.task_infos(suites.check_suite(opts["suite"]), opts["max_steps"])
+        if opts["init_states"] == "sampled":
+            infos = [replace(t, num_trials=SAMPLED_TRIALS) for t in infos]
+        return infos
 
     def make(self, cfg: dict[str, Any], task_id: int) -> LiberoEnv:
         opts = _options(cfg)
@@ -66,6 +56,9 @@ class LiberoFamily:
 
     def tds_pool(self, env, cache: dict) -> dict:
         return {}  # no TDS questions on a tabletop (docs/GST.md)
+
+    def offline_tasks(self, env_cfg: dict, split: str, first: int, n: int):
+        raise ValueError("LIBERO supports mid-episode GST questions only (docs/GST.md); offline sets need env=house")
 
     def offline_material(self, env, name: str, stride: int = 2, seed: int = 0):
         raise ValueError("LIBERO supports mid-episode GST questions only (docs/GST.md); offline sets need env=house")

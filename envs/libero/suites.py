@@ -6,6 +6,7 @@ from functools import lru_cache
 
 from ..base import TaskInfo
 from .assets import prepare_libero
+from .config import ENV_SEED  # noqa: F401  (LIBERO's env.seed(), once per task env)
 
 # max policy steps per episode (after the settling no-ops), as OpenVLA / openpi evaluate
 MAX_STEPS = {
@@ -17,10 +18,8 @@ MAX_STEPS = {
 }
 SUITES = tuple(MAX_STEPS)
 NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
-SETTLE_STEPS = 10
 TRIALS_PER_TASK = 50
 SEED = 7  # our RNGs (agents, python/numpy/torch in each worker), as OpenVLA's set_seed_everywhere(7)
-ENV_SEED = 0  # LIBERO's env.seed(), once per task env, as OpenVLA's get_libero_env
 
 
 def check_suite(suite: str) -> str:

@@ -19,7 +19,7 @@ questions, servers and inspection. Navigation: docs/NAVIGATION.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -36,11 +36,11 @@ from .with_memory import WithMemory
 class MemoryAgentOptions:
     """Options of ``agent=memory``: the fields of :class:`MemoryInputsConfig` (camera, memory preset
     and overrides, which inputs, perception noise), plus ``navigator`` (fields of
-    :class:`NavigatorConfig` to change) and ``driver`` (another agent that acts; the memory only
+    :class:`NavigatorConfig`, all of them by default) and ``driver`` (another agent that acts; the memory only
     answers). The navigator needs only the object table, so ``inputs`` defaults to ``["objects"]``
     (the map image costs tens of milliseconds per step)."""
 
-    navigator: dict[str, Any] = field(default_factory=dict)
+    navigator: dict[str, Any] = field(default_factory=lambda: asdict(NavigatorConfig()))
     driver: str | None = None
     camera: str | None = None
     memory: str = "auto"
@@ -79,6 +79,7 @@ class _Navigate:
 
     def reset(self, instruction: str, spec: EnvSpec) -> None:
         self.mobile_base = is_mobile_base(spec)
+        self.stop = tuple(spec.action.names[3:4]) == ("stop",)  # the ObjectNav protocol: signal stop when done
         self._zero = np.zeros(spec.action.dim)
         if self.mobile_base:
             self.navigator.set_action_limits(np.asarray(spec.action.low[:3]), np.asarray(spec.action.high[:3]))
@@ -89,6 +90,8 @@ class _Navigate:
         if not self.mobile_base:
             return self._zero.copy()
         action = self.navigator.act(observation, self.inputs.memory, camera=self.inputs.camera(observation))
+        if self.stop:
+            action = np.append(action, 1.0 if self.navigator.phase == "done" else 0.0)
         return np.clip(action, self._low, self._high)
 
     def answer(self, question: Any) -> str:

@@ -28,14 +28,25 @@ def spec_from_config(cfg: dict):
     from vla.eval.evaluate import EvalSpec
 
     ev = dict(cfg["eval"])
-    known = set(EvalSpec.__dataclass_fields__) - {"env", "agent", "out", "record", "merge_record", "extra"}
+    known = set(EvalSpec.__dataclass_fields__) - {"env", "agent", "out", "record", "merge_record", "extra", "rerun"}
     unknown = sorted(set(ev) - known)
     if unknown:
         raise ValueError(f"unknown eval option(s) {unknown}; valid: {sorted(known)}")
     from vla.gst.midepisode import gst_options
 
     extra = {"gst": cfg["gst"]} if cfg.get("gst") and gst_options(cfg["gst"])["enabled"] else {}
-    return EvalSpec(env=cfg["env"], agent=cfg["agent"], out=cfg["out"], record=cfg.get("record"), extra=extra, **ev)
+    rerun = cfg.get("rerun") if (cfg.get("rerun") or {}).get("enabled") else None
+    if rerun is not None:
+        from vla.rollout.rerun_view import RerunOptions, import_rerun
+
+        RerunOptions.from_dict(rerun)
+        try:
+            import_rerun()
+        except ImportError as exc:
+            raise ValueError(str(exc)) from None
+    return EvalSpec(
+        env=cfg["env"], agent=cfg["agent"], out=cfg["out"], record=cfg.get("record"), extra=extra, rerun=rerun, **ev
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

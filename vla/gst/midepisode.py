@@ -19,22 +19,12 @@ import numpy as np
 from vla.rollout.runtime import Episode, EpisodeResult, Subscriber
 
 from .generate import GenConfig, QuestionGenerator, instance_stats
+from .options import GSTOptions
 from .score import score_one
-from .subtasks import SUBTASKS, check_codes
+from .subtasks import SUBTASKS
 
-DEFAULTS: dict[str, Any] = {
-    "enabled": False,
-    "every": None,  # ask every N steps
-    "at": [],  # ... and/or at these steps
-    "subtasks": None,  # null: every subtask the env supports
-    "per_subtask": 1,  # questions per subtask each time
-    "map_level": "easy",
-    "camera": None,  # null: the env's first camera
-    "seed": 0,
-}
-
-
-ROW_META = ("target", "target_instance", "category", "level")  # what gst.jsonl keeps of a question's truth
+# what gst.jsonl keeps of a question's truth (option_scenes: which scenes' maps a TDS question showed)
+ROW_META = ("target", "target_instance", "category", "level", "option_scenes")
 
 
 def _plain(v: Any) -> Any:
@@ -42,17 +32,8 @@ def _plain(v: Any) -> Any:
 
 
 def gst_options(cfg: dict[str, Any] | None) -> dict[str, Any]:
-    cfg = dict(cfg or {})
-    unknown = sorted(set(cfg) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(f"unknown gst option(s) {unknown}; valid: {sorted(DEFAULTS)}")
-    opts = {**DEFAULTS, **cfg}
-    if opts["every"] is not None and int(opts["every"]) < 1:
-        raise ValueError(f"gst.every must be >= 1, got {opts['every']}")
-    if opts["subtasks"] is not None:
-        check_codes(opts["subtasks"])
-    opts["enabled"] = bool(opts["enabled"] or opts["every"] or opts["at"])
-    return opts
+    """The questioner's options with their defaults (:class:`~vla.gst.options.GSTOptions`), validated."""
+    return GSTOptions.from_dict(cfg).to_dict()
 
 
 class GSTQuestioner(Subscriber):
@@ -99,8 +80,9 @@ class GSTQuestioner(Subscriber):
     # ------------------------------------------------------------------ questions
     def _material(self, episode: Episode, name: str):
         env = episode.env
-        for scene, maps in self.source.tds_pool(env, self.cache).items():
-            self._pool.setdefault(scene, maps)
+        # this scene and its distractors only: a pool grown by earlier episodes of the worker would make the
+        # questions depend on which episodes ran before (a resumed run would ask different ones)
+        self._pool = dict(self.source.tds_pool(env, self.cache))
         return self.source.live_material(env, self.source.scene_name(env), self.frames, self.cache)
 
     def ask(self, episode: Episode) -> None:

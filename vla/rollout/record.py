@@ -8,7 +8,7 @@ loaders (``libero.lifelong.datasets.get_dataset``, ``robomimic.utils.dataset.Seq
                                        env_kwargs rebuild the task with LIBERO's TASK_MAPPING),
                                        language_instruction, image_orientation ("opengl"),
                                        env_image_orientation (what the env delivered: "rot180"),
-                                       num_demos, total
+                                       env_spec (the EnvSpec as JSON), num_demos, total
     data/demo_<i>/actions       (T, 7) float64
     data/demo_<i>/states        (T, S) flattened MuJoCo states (time, qpos, qvel)
     data/demo_<i>/robot_states  (T, 9) gripper qpos, eef pos, eef quat
@@ -18,7 +18,8 @@ loaders (``libero.lifelong.datasets.get_dataset``, ``robomimic.utils.dataset.Seq
     data/demo_<i>/obs/<cam>_depth (T, H, W) float32 metres, <cam>_instance (T, H, W) int32,
                       <cam>_K (T, 3, 3), <cam>_T_world_cam (T, 4, 4)
                                 attrs: num_samples, init_state, model_file, trial,
-                                       instance_names, instance_labels
+                                       instance_names, instance_labels,
+                                       language_instruction (this demo's; a house scene's trials differ)
 
 Images and every per-pixel extra are stored in the official OpenGL convention (bottom row first;
 ``K`` describes them as stored: ``fy < 0``). The evaluation protocol's images are these rotated
@@ -26,6 +27,9 @@ by 180 degrees: :mod:`vla.data.libero_hdf5` reads them back in the protocol orie
 in issue 14: before, images were stored as the env delivered them, ``image_orientation`` said
 which; ``model_file`` and ``macros_image_convention`` are new; ``env_args.env_kwargs`` now holds
 LIBERO's keyword arguments, the project's settings moved to ``env_args.vla_spatial``.)
+
+``instance_labels`` (instance id -> category) is the union over the episode's frames (an env may
+label only the ids in view, as the house does).
 
 ``obs[t]`` is the observation on which ``actions[t]`` was taken. Every episode streams into its own
 file under ``.episodes/`` (so workers never share a file and a killed run keeps every finished
@@ -87,6 +91,7 @@ class DemoRecorder(Subscriber):
         self._file: h5py.File | None = None
         self._tmp: Path | None = None
         self._prev: Observation | None = None
+        self._labels: dict[int, str] = {}
 
     def on_episode_start(self, episode: Episode) -> None:
         d = self.root / _EPISODE_DIR
@@ -100,15 +105,12 @@ class DemoRecorder(Subscriber):
         for k, v in attrs.items():
             self._file["data"].attrs[k] = v
         self._file["data"].attrs["language_instruction"] = episode.instruction
+        self._file["data"].attrs["env_spec"] = json.dumps(episode.env.env_spec.to_dict())
+        demo.attrs["language_instruction"] = episode.instruction
         has_cams = bool(episode.observation and episode.observation.cameras)
         names = episode.env.instance_names() if official and has_cams else {}
         demo.attrs["instance_names"] = json.dumps({str(k): v for k, v in names.items()})
-        labels = (
-            next(iter(episode.observation.cameras.values())).labels
-            if episode.observation and episode.observation.cameras
-            else {}
-        )
-        demo.attrs["instance_labels"] = json.dumps({str(k): v for k, v in labels.items()})
+        self._labels = {}
         demo.attrs["trial"] = int(episode.key["trial"])
         if official:
             demo.attrs["model_file"] = episode.env.model_xml()
@@ -120,6 +122,7 @@ class DemoRecorder(Subscriber):
         obs, env = self._prev, episode.env
         official = isinstance(env, RecordsDemos)
         for cam, f in obs.cameras.items():
+            self._labels.update(f.labels)
             p = _camera_prefix(env, cam)
             rec = env.record_frame(f) if official else {"rgb": f.rgb, "depth": f.depth, "K": f.K}
             if not official:
@@ -155,6 +158,7 @@ class DemoRecorder(Subscriber):
         demo = self._file["data/demo_0"]
         n = demo["actions"].shape[0] if "actions" in demo else 0
         demo.attrs["num_samples"] = n
+        demo.attrs["instance_labels"] = json.dumps({str(k): v for k, v in sorted(self._labels.items())})
         if "states" in demo and n:
             demo.attrs["init_state"] = demo["states"][0]
         self._file.close()

@@ -1,0 +1,55 @@
+"""Configuration of the ``libero`` env family: every option and its default (the official protocol).
+
+The Hydra group ``configs/env/libero.yaml`` only overrides these; ``vla-rollout --cfg`` prints them
+all. A key that is not a field here is rejected with the list of valid ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+ENV_SEED = 0  # LIBERO's env.seed(), once per task env, as OpenVLA's get_libero_env
+SETTLE_STEPS = 10  # the protocol's no-op steps after reset (docs/LIBERO.md)
+INIT_STATES = ("official", "sampled")
+SAMPLED_SEED = 100_000  # sampled init state of trial k: the placement sampler seeded with SAMPLED_SEED + k
+SAMPLED_TRIALS = 10_000  # trials a task offers with sampled init states
+
+
+@dataclass(frozen=True)
+class LiberoConfig:
+    suite: str = "libero_spatial"  # libero_spatial | libero_object | libero_goal | libero_10 | libero_90
+    resolution: int = 256  # camera height = width
+    cameras: tuple[str, ...] = ("agentview", "wrist")
+    render: bool = True  # false: no camera observations (fast scripted rollouts, no videos)
+    depth: bool = True
+    segmentation: bool = True  # instance masks
+    orientation: str = "rot180"  # the protocol's 180-degree rotation; "upright" for the true camera view
+    settle_steps: int = SETTLE_STEPS  # no-op steps after reset
+    max_steps: int | None = None  # None: the suite's limit (220 / 280 / 300 / 520 / 400)
+    controller: str = "OSC_POSE"
+    hard_reset: bool = True  # reload the model on every reset, as the official evaluation does
+    env_seed: int = ENV_SEED  # LIBERO's env.seed() once per task env; episode k sees the stream after k resets
+    init_states: str = "official"  # official: the suite's fixed init states (trial k = state k) | sampled:
+    #                                a fresh placement from the task's BDDL regions, seeded by the trial
+    #                                (demonstrations from states the official evaluation never uses)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cameras", tuple(self.cameras))
+        if self.init_states not in INIT_STATES:
+            raise ValueError(f"env.init_states must be one of {INIT_STATES}, got {self.init_states!r}")
+
+    @classmethod
+    def from_dict(cls, cfg: dict[str, Any] | None) -> "LiberoConfig":
+        cfg = dict(cfg or {})
+        cfg.pop("name", None)
+        valid = sorted(f.name for f in fields(cls))
+        unknown = sorted(set(cfg) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown libero option(s) {unknown}; valid options: {valid}")
+        return cls(**cfg)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["cameras"] = list(self.cameras)
+        return d
