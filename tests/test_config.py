@@ -29,7 +29,7 @@ def test_composed_groups_are_the_dataclass_defaults():
     cfg = compose("rollout", ["env=house"])
     assert cfg["env"] == {"name": "house", **HouseConfig().to_dict()}
     assert HouseConfig.from_dict(cfg["env"]) == HouseConfig()
-    assert cfg["eval"] == _defaults(EvalSpec, ("env", "agent", "out", "record", "extra", "rerun"))
+    assert cfg["eval"] == _defaults(EvalSpec, ("env", "agent", "out", "record", "merge_record", "extra", "rerun"))
     assert cfg["gst"] == _defaults(GSTOptions)
     assert cfg["rerun"] == _defaults(RerunOptions)
     cfg = compose("rollout", ["env=libero"])

@@ -32,7 +32,10 @@ SCHEMAS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("env", "omnigibson"): ("envs.omnigibson.config:OmniGibsonConfig", ()),
     ("agent", "memory"): ("vla.agents.memory:MemoryAgentOptions", ()),
     ("agent", "vla"): ("vla.agents.vla:VLAAgentOptions", ()),
-    ("eval", "default"): ("vla.eval.evaluate:EvalSpec", ("env", "agent", "out", "record", "extra", "rerun")),
+    ("eval", "default"): (
+        "vla.eval.evaluate:EvalSpec",
+        ("env", "agent", "out", "record", "merge_record", "extra", "rerun"),
+    ),
     ("", "gst"): ("vla.gst.options:GSTOptions", ()),
     ("", "rerun"): ("vla.rollout.rerun_view:RerunOptions", ()),
     ("model", "model"): ("vla.policy.backbone:ModelConfig", ()),

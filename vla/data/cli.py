@@ -9,7 +9,7 @@
 ``libero`` runs the scripted expert over every init state of each task (in parallel, resumable:
 run the same command again after a kill), keeps the first ``demos_per_task`` successes per task in
 LIBERO's official HDF5 layout, and writes ``manifest.json`` (counts, success, seeds, sources).
-Settings: configs/data.yaml.
+Settings: configs/data_gen.yaml.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def cmd_libero(argv: list[str]) -> int:
 
     from .generate import check_options, generate_suite, suites_of
 
-    cfg = compose("data", argv)
+    cfg = compose("data_gen", argv)
     check_options(cfg)
     suites = suites_of(cfg["suite"])
     for suite in suites:

@@ -45,7 +45,7 @@ from spatial_memory.frame import CameraFrame
 from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 
 from .handles import HandlePool, open_hdf5
-from .layout import EpisodeRef
+from .layout import ORIENTATIONS, EpisodeRef, reorient, reorient_K
 
 CACHE_FORMAT = 2  # 2: named objects lead the table (the instruction is passed)
 _BLOCK = 32  # frames read from the demonstration file at a time
@@ -252,8 +252,16 @@ class MemoryCache:
 
 
 def _frames(src: h5py.File, ref: EpisodeRef, prefix: str) -> Iterable[CameraFrame]:
-    """The memory camera's frames of one episode, read a block at a time."""
+    """The memory camera's frames of one episode, read a block at a time, in the orientation the
+    recording env delivered them (its EnvSpec's ``info["orientation"]``; official files store the
+    OpenGL buffer), so the cache integrates exactly what the live transform did."""
     obs = src[ref.group]["obs"]
+    live = (ref.spec.get("info") or {}).get("orientation") if ref.orientation is not None else None
+    wanted = live if live in ORIENTATIONS else None
+
+    def turned(x: np.ndarray) -> np.ndarray:
+        return reorient(x, ref.orientation, wanted)
+
     names = ["rgb", "depth", "K", "T_world_cam"] + (["instance"] if f"{prefix}_instance" in obs else [])
     for start in range(0, ref.length, _BLOCK):
         block = {}
@@ -266,13 +274,14 @@ def _frames(src: h5py.File, ref: EpisodeRef, prefix: str) -> Iterable[CameraFram
             except OSError as exc:
                 raise ValueError(f"{ref.where(key)}: cannot read steps {start}.. (corrupted file?): {exc}") from exc
         for j in range(len(block["rgb"])):
+            hw = block["rgb"][j].shape[:2]
             try:
                 yield CameraFrame(
-                    rgb=block["rgb"][j],
-                    depth=np.asarray(block["depth"][j], dtype=np.float32),
-                    K=block["K"][j],
+                    rgb=turned(block["rgb"][j]),
+                    depth=turned(np.asarray(block["depth"][j], dtype=np.float32)),
+                    K=reorient_K(block["K"][j], hw, ref.orientation, wanted),
                     T_world_cam=block["T_world_cam"][j],
-                    instance=np.asarray(block["instance"][j], dtype=np.int32) if "instance" in block else None,
+                    instance=turned(np.asarray(block["instance"][j], dtype=np.int32)) if "instance" in block else None,
                     labels=ref.labels,
                     step=start + j,
                 )
