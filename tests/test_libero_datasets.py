@@ -74,7 +74,7 @@ def test_libero_and_robomimic_loaders_read_the_file(recorded):
         np.testing.assert_allclose(item["actions"][0], demo["actions"][2])
         expected = demo["obs/agentview_rgb"][2].transpose(2, 0, 1) / 255.0  # robomimic: CHW in [0, 1]
         np.testing.assert_allclose(item["obs"]["agentview_rgb"][0], expected)
-        assert f["data"].attrs["macros_image_convention"] == "opengl"
+        assert f["data"].attrs["macros_image_convention"] == "opengl" and f["data"].attrs["tag"] == "libero-v1"
         assert demo.attrs["model_file"].startswith("<mujoco")
 
 

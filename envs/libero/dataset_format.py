@@ -87,6 +87,7 @@ def dataset_attrs(env) -> dict[str, str]:
         "env_name": env_name,
         "problem_info": json.dumps(problem_info),
         "macros_image_convention": IMAGE_CONVENTION,
+        "tag": "libero-v1",  # as the official files
         "bddl_file_name": env.bddl_file,
         "bddl_file_content": bddl,
         "env_args": json.dumps(env_args),
