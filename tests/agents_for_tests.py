@@ -58,3 +58,25 @@ class SlowRandomAgent(RandomAgent):
     def act(self, observation):
         time.sleep(0.02)
         return super().act(observation)
+
+
+class CrashOnceAgent(RandomAgent):
+    """Kills its own process with SIGSEGV in trial 1 the first time only (``marker``: a file that
+    remembers it across processes), as a lost node would: the retried episode then runs normally."""
+
+    name = "crash-once"
+
+    def __init__(self, seed=0, marker: str = ""):
+        super().__init__(seed)
+        self.marker = marker
+        self.trial = 0
+
+    def seed(self, seed):
+        super().seed(seed)
+        self.trial = seed[2] if isinstance(seed, tuple) else 0
+
+    def act(self, observation):
+        if self.trial == 1 and observation.step >= 2 and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return super().act(observation)

@@ -30,13 +30,14 @@ SCHEMAS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("env", "libero"): ("envs.libero.config:LiberoConfig", ()),
     ("agent", "memory"): ("vla.agents.memory:MemoryAgentOptions", ()),
     ("agent", "vla"): ("vla.agents.vla:VLAAgentOptions", ()),
-    ("eval", "default"): ("vla.eval.evaluate:EvalSpec", ("env", "agent", "out", "record", "extra", "rerun")),
+    ("eval", "default"): ("vla.eval.evaluate:EvalSpec", ("env", "agent", "out", "record", "extra", "rerun", "ray")),
     ("", "gst"): ("vla.gst.options:GSTOptions", ()),
     ("", "rerun"): ("vla.rollout.rerun_view:RerunOptions", ()),
     ("model", "model"): ("vla.policy.backbone:ModelConfig", ()),
     ("policy", "policy"): ("vla.policy.config:PolicyConfig", ()),
     ("data", "data"): ("vla.train.config:DataConfig", ()),
     ("train", "train"): ("vla.train.config:TrainConfig", ()),
+    ("", "ray"): ("vla.eval.backends.options:RayOptions", ()),
 }
 
 
@@ -70,7 +71,7 @@ def schema_defaults(target: str, exclude: tuple[str, ...] = ()) -> dict[str, Any
 # the groups each primary config composes (schemas are imported only for those: vla-rollout never imports torch)
 CONFIG_GROUPS: dict[str, tuple[str, ...]] = {
     "rollout": ("env", "agent", "eval", ""),
-    "gst": ("env", "agent"),
+    "gst": ("env", "agent", ""),
     "serve": ("env", "agent"),
     "train": ("model", "policy", "data", "train"),
 }
