@@ -75,25 +75,18 @@ def test_ray_runs_the_episodes_the_local_backend_runs(cluster, tmp_path):
 
 
 def test_a_lost_worker_is_retried_once_then_its_episode_fails(cluster, tmp_path):
-    always = evaluate(
-        spec(tmp_path / "always", {"name": "tests.agents_for_tests:CrashOnTrialAgent"}, "ray", tasks=[0]),
-        progress=False,
-    )
-    recs = {r["trial"]: r for r in lines(tmp_path / "always" / "episodes.jsonl")}
-    assert recs[1]["error"].startswith("worker lost") and recs[1]["error"].endswith("(2 attempts)")
-    assert recs[0]["error"] is None and recs[2]["error"] is None and recs[2]["steps"] == 15
-    assert always["errors"] == 1 and always["complete"]
-
     marker = tmp_path / "crashed-once"
-    agent = {"name": "tests.agents_for_tests:CrashOnceAgent", "marker": str(marker)}
-    once = evaluate(spec(tmp_path / "once", agent, "ray", tasks=[0]), progress=False)
-    assert marker.exists()  # trial 1's first worker did die
-    recs = {r["trial"]: r for r in lines(tmp_path / "once" / "episodes.jsonl")}
-    assert all(r["error"] is None and r["steps"] == 15 for r in recs.values()) and once["errors"] == 0
-    # and the retried episode is the episode a worker that never crashed runs
+    agent = {"name": "tests.agents_for_tests:CrashingAgent", "marker": str(marker), "always": 1, "once": 2}
+    summary = evaluate(spec(tmp_path / "crash", agent, "ray", tasks=[0]), progress=False)
+    recs = {r["trial"]: r for r in lines(tmp_path / "crash" / "episodes.jsonl")}
+    assert recs[1]["error"].startswith("worker lost") and recs[1]["error"].endswith("(2 attempts)")
+    assert marker.exists()  # trial 2's first worker did die ...
+    assert recs[2]["error"] is None and recs[2]["steps"] == 15  # ... and its retry ran the whole episode
+    assert recs[0]["error"] is None and summary["errors"] == 1 and summary["complete"]
+    # the retried episode is the one a worker that never crashed runs
     plain = evaluate(spec(tmp_path / "plain", {"name": "random"}, "local", tasks=[0], workers=0), progress=False)
-    assert comparable(tmp_path / "once" / "episodes.jsonl") == comparable(tmp_path / "plain" / "episodes.jsonl")
     assert plain["errors"] == 0
+    assert comparable(tmp_path / "crash" / "episodes.jsonl")[2] == comparable(tmp_path / "plain" / "episodes.jsonl")[2]
 
 
 def _free_cpus() -> float:
@@ -160,3 +153,28 @@ def test_bad_ray_options_are_one_clear_line(tmp_path):
         timeout=120,
     )
     assert r.returncode == 2 and "ray.retries must be >= 0" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_scenes_generated_as_ray_tasks_are_the_local_generation(cluster, tmp_path):
+    from vla.gst.cli import main as gst_main
+
+    args = [
+        "generate",
+        "split=test",
+        "scenes=2",
+        "progress=false",
+        "env.use_meshes=false",
+        "env.width=96",
+        "env.height=96",
+        "gen.views=1",
+        "gen.stride=4",
+        "gen.per_scene={EDv: 1, EDs: 1, GPs: 1, Pos: 1, Traj: 1}",
+    ]
+    assert gst_main([*args, f"out={tmp_path / 'local'}"]) == 0
+    assert gst_main([*args, f"out={tmp_path / 'ray'}", "backend=ray"]) == 0
+    for name in ("questions.jsonl", "generation.jsonl"):
+        local, remote = (tmp_path / d / name for d in ("local", "ray"))
+        assert remote.read_text() == local.read_text() and local.read_text()  # same lines, same order
+    media = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*") if p.is_file())
+    assert media == sorted(p.relative_to(tmp_path / "ray") for p in (tmp_path / "ray").rglob("*") if p.is_file())
+    assert all((tmp_path / "ray" / p).read_bytes() == (tmp_path / "local" / p).read_bytes() for p in media)

@@ -221,19 +221,28 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
         file=sys.stderr,
     )
     last_summary = [0.0]
+    recs = [r for r in store if (int(r["task_id"]), int(r["trial"])) in selected]
+    counts = {
+        "n": len(recs),
+        "ok": sum(bool(r["success"]) for r in recs),
+        "err": sum(r["error"] is not None for r in recs),
+    }
 
     def on_result(rec: dict[str, Any]) -> None:
         for log in logs:  # side rows first: an episode line means all of it is on disk
             log.append(rec, rec.pop(log.field, None))
         store.append(rec)
-        s = current_summary(False)
+        if (int(rec["task_id"]), int(rec["trial"])) in selected:  # counted as it comes: O(1) per episode
+            counts["n"] += 1
+            counts["ok"] += bool(rec["success"])
+            counts["err"] += rec["error"] is not None
         bar.set_postfix_str(
-            f"success {100 * (s['success_rate'] or 0):.1f}% ({s['successes']}/{s['episodes']})"
-            + (f", errors {s['errors']}" if s["errors"] else "")
+            f"success {100 * counts['ok'] / max(counts['n'], 1):.1f}% ({counts['ok']}/{counts['n']})"
+            + (f", errors {counts['err']}" if counts["err"] else "")
         )
         bar.update(1)
-        if time.time() - last_summary[0] > 5:
-            write_json_atomic(out / "summary.json", s)
+        if time.time() - last_summary[0] > 5:  # the whole summary (side logs' too) at most every 5 s
+            write_json_atomic(out / "summary.json", current_summary(False))
             last_summary[0] = time.time()
 
     try:

@@ -153,6 +153,17 @@ def _start_server(ray, spec, options: RayOptions) -> tuple[Any, dict[str, Any]]:
     return actor, {"name": "remote", "url": url, "token": serve.get("token")}
 
 
+def _lost_text(exc: BaseException) -> str:
+    """``worker lost (ActorDiedError on 10.0.0.7 pid 123, SYSTEM_ERROR)``: where and how, in one line."""
+    import re
+
+    text = str(exc)
+    where = [f"{k} {m.group(1)}" for k in ("ip", "pid") if (m := re.search(rf"\b{k}: (\S+)", text))]
+    kind = re.search(r"Worker exit type: (\w+)", text)
+    details = ", ".join(([" ".join(where)] if where else []) + ([kind.group(1)] if kind else []))
+    return f"worker lost ({type(exc).__name__}" + (f": {details}" if details else "") + ")"
+
+
 def _reason(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     tail = [ln.strip() for ln in text if ln.strip()]
@@ -242,7 +253,7 @@ def _drive(ray, spec, todo: list[Episode], on_result: OnResult, options: RayOpti
                     if isinstance(exc, RayActorError) and "creation task" in str(exc):
                         raise ValueError(f"a Ray worker could not start: {_reason(exc)}") from exc
                     ray.kill(slot.actor, no_restart=True)
-                    lost(slot, f"worker lost: {type(exc).__name__}")
+                    lost(slot, _lost_text(exc))
                 except GetTimeoutError:  # cannot happen for a ready ref; keep the episode
                     schedule.push_front(slot.job)
                     idle.append(slot.actor)
