@@ -36,8 +36,7 @@ class Truth(Subscriber):
 
     def _observe(self, obs) -> None:
         self.obs.append({k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in obs.to_dict().items()})
-        self.inputs.integrate(obs)
-        self.memory.append(self.inputs.entries())
+        self.memory.append(dict(self.inputs(obs).memory))  # exactly what a live policy gets
 
     def on_episode_start(self, episode) -> None:
         self.obs, self.actions, self.memory = [], [], []

@@ -19,8 +19,15 @@ class LiberoFamily:
     name = "libero"
 
     def tasks(self, cfg: dict[str, Any]) -> list[TaskInfo]:
+        from dataclasses import replace
+
+        from .config import SAMPLED_TRIALS
+
         opts = _options(cfg)
-        return suites.task_infos(suites.check_suite(opts["suite"]), opts["max_steps"])
+        infos = suites.task_infos(suites.check_suite(opts["suite"]), opts["max_steps"])
+        if opts["init_states"] == "sampled":
+            infos = [replace(t, num_trials=SAMPLED_TRIALS) for t in infos]
+        return infos
 
     def make(self, cfg: dict[str, Any], task_id: int) -> LiberoEnv:
         opts = _options(cfg)

@@ -148,13 +148,19 @@ class VLAAgent:
     def answer(self, question: Any) -> str:
         if self.options.answers == "memory":
             return self.inputs.answer(question)
-        from vla.data.gst_qa import question_inputs
+        from vla.data.gst_qa import question_inputs, stream_memory_entries
 
         memory = self.policy.config.inputs.uses_memory
-        # mid-episode the live memory has fused exactly the question's video: its entries are the memory inputs
-        entries = (
-            self.inputs.entries() if memory and self.inputs.memory is not None and self.inputs.memory.n_frames else None
-        )
+        entries = None
+        if memory:
+            live = self.inputs.memory if self.inputs is not None else None
+            mid_episode = question.current_pose is not None and live is not None and live.n_frames > 0
+            # mid-episode the live memory has fused exactly the question's video; offline, fuse its stream
+            entries = (
+                self.inputs.entries()
+                if mid_episode
+                else stream_memory_entries(question, self.policy.config.memory or {})
+            )
         images, prompt = question_inputs(question, memory, self.options.max_video_frames, entries)
         mi = self.policy.transform.question(images, prompt)
         return self.policy.answer_batch([mi], max_new_tokens=self.options.max_answer_tokens)[0]

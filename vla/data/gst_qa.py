@@ -141,13 +141,7 @@ class GSTQASource:
         if hit is not None:
             self._memo.move_to_end(ref)
             return hit
-        inputs = MemoryInputs(self.memory, seed=0)
-        libero = q.scene.startswith("libero")
-        inputs.reset(implied_spec("libero", [], {}, 7, 8) if libero else house_spec([], {}))
-        camera = self.memory.camera or "ego"
-        for f in q.get(stream_key):
-            inputs.integrate(Observation(cameras={camera: f}, state=np.zeros(0), instruction="", step=f.step))
-        entries = inputs.entries()
+        entries = stream_memory_entries(q, self.memory, stream_key)
         self._memo[ref] = entries
         while len(self._memo) > _MEMORY_LRU:
             self._memo.popitem(last=False)
@@ -223,3 +217,19 @@ def question_inputs(
         opts = q.get("options")
         add("Options", opts, list(CHOICES[: len(opts)]))
     return images, "\n".join(lines + [q.prompt])
+
+
+def stream_memory_entries(
+    q: Question, memory: MemoryInputsConfig | dict, stream_key: str | None = None
+) -> dict[str, Any]:
+    """The memory inputs (``MemoryInputs.entries()``) after fusing the question's sensor stream (its
+    clip's, for Traj) -- what an agent offline has of the video, in the memory's form."""
+    cfg = memory if isinstance(memory, MemoryInputsConfig) else MemoryInputsConfig.from_dict(memory)
+    stream_key = stream_key or ("clip_stream" if "clip_stream" in q.media else "stream")
+    inputs = MemoryInputs(cfg, seed=0)
+    libero = q.scene.startswith("libero")
+    inputs.reset(implied_spec("libero", [], {}, 7, 8) if libero else house_spec([], {}))
+    camera = cfg.camera or "ego"
+    for f in q.get(stream_key):
+        inputs.integrate(Observation(cameras={camera: f}, state=np.zeros(0), instruction="", step=f.step))
+    return inputs.entries()

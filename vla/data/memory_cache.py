@@ -47,7 +47,7 @@ from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 from .handles import HandlePool, open_hdf5
 from .layout import EpisodeRef
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: named objects lead the table (the instruction is passed)
 _BLOCK = 32  # frames read from the demonstration file at a time
 _COMPRESS_BYTES = 4096
 _STR = h5py.string_dtype("utf-8")
@@ -192,7 +192,7 @@ class MemoryCache:
                         cameras={obs_camera: frame}, state=np.zeros(0), instruction=ref.instruction, step=frame.step
                     )
                     inputs.integrate(obs)
-                    writer.append(inputs.entries())
+                    writer.append(inputs.entries(obs.instruction))  # as the live transform: named objects first
                 writer.flush()
                 if writer.steps != ref.length:
                     raise ValueError(f"{ref.where()}: replayed {writer.steps} frames, expected {ref.length}")

@@ -34,7 +34,7 @@ PROMPT = "What action should the robot take to {instruction}?"
 class InputConfig:
     """What the policy sees (saved with every checkpoint)."""
 
-    cameras: tuple[str, ...] = ("agentview",)  # observation cameras shown, in order (house: ego)
+    cameras: tuple[str, ...] = ("agentview",)  # observation cameras shown, in order (house: ego; [] for QA only)
     image_size: int = 0  # 0 = the model's image_size (what its processor expects)
     prompt: str = PROMPT
     proprio: bool = False  # the state vector as text
@@ -48,8 +48,6 @@ class InputConfig:
         object.__setattr__(self, "cameras", tuple(self.cameras))
         object.__setattr__(self, "crop_scale", tuple(float(x) for x in self.crop_scale))
         object.__setattr__(self, "jitter", tuple(float(x) for x in self.jitter))
-        if not self.cameras and not self.memory_map:
-            raise ValueError("the policy needs at least one image: set inputs.cameras or inputs.memory_map")
         if "{instruction}" not in self.prompt:
             raise ValueError(f"inputs.prompt must contain {{instruction}}, got {self.prompt!r}")
         lo, hi = self.crop_scale
