@@ -153,3 +153,46 @@ def test_side_logs_merge_into_what_one_run_writes(tmp_path):
     rows = lambda d: [{k: v for k, v in r.items() if k != "seconds"} for r in lines(d / "gst.jsonl")]  # noqa: E731
     assert rows(tmp_path / "m") == rows(tmp_path / "whole") and rows(tmp_path / "whole")
     assert merged["gst"] == whole["gst"]
+
+
+@pytest.mark.slow
+def test_slurm_array_of_four_suites_merges_into_exactly_the_plan(tmp_path):
+    """scripts/slurm/libero_eval.sbatch as 8 array tasks (4 suites x 2 shards, run here one after the
+    other as SLURM would run them), then scripts/slurm/libero_merge.sh (~2 min)."""
+    import os
+
+    from tests.conftest import VENV_BIN
+
+    bin_dir = tmp_path / "bin"  # the vla-* commands as an installed checkout has them
+    bin_dir.mkdir()
+    for name, module in (("vla-rollout", "vla.cli.rollout"), ("vla-merge", "vla.cli.merge")):
+        (bin_dir / name).write_text(f'#!/bin/sh\nexec {VENV_BIN / "python"} -m {module} "$@"\n')
+        (bin_dir / name).chmod(0o755)
+    env = {**cli_env(), "VLA_BIN": str(bin_dir), "SLURM_ARRAY_TASK_COUNT": "8", "SLURM_CPUS_PER_TASK": "1"}
+    small = ["agent=random", "env.render=false", "env.hard_reset=false", "env.max_steps=5", "eval.tasks=[0]",
+             "eval.trials_per_task=3"]  # fmt: skip
+    out = tmp_path / "libero"
+    for i in range(8):
+        r = subprocess.run(
+            ["bash", str(ROOT / "scripts/slurm/libero_eval.sbatch"), str(out), *small],
+            env={**env, "SLURM_ARRAY_TASK_ID": str(i)},
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=600,
+        )
+        assert r.returncode == 0, r.stderr[-3000:]
+    assert sorted(p.relative_to(out).as_posix() for p in out.glob("*/shard_*")) == [
+        f"{s}/shard_{k}"
+        for s in sorted(("libero_10", "libero_goal", "libero_object", "libero_spatial"))
+        for k in (0, 1)
+    ]
+    r = subprocess.run(["bash", str(ROOT / "scripts/slurm/libero_merge.sh"), str(out)], env=env, capture_output=True,
+                       text=True, cwd=ROOT, timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    for suite in ("libero_spatial", "libero_object", "libero_goal", "libero_10"):
+        s = json.loads((out / suite / "summary.json").read_text())
+        assert s["suite"] == suite and s["planned"] == s["episodes"] == 3 and s["complete"] is True
+        keys = [(e["task_id"], e["trial"]) for e in lines(out / suite / "episodes.jsonl")]
+        assert keys == [(0, 0), (0, 1), (0, 2)]
+    assert os.path.exists(out / "libero_10" / "plan.json")

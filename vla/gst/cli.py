@@ -65,12 +65,20 @@ def _scene_maps(env_cfg: dict[str, Any], task_id: int) -> dict[str, Any]:
         env.close()
 
 
-def _scene_questions(env_cfg, gen_cfg, split, name, task_id, stride, pool) -> tuple[list, dict[str, int]]:
-    """One scene's questions and filter counts (a worker's job with backend=ray; a fresh generator
-    per scene gives what a shared one gives: ``start_scene`` resets all of its state)."""
+def _scene_questions(env_cfg, gen_cfg, split, name, task_id, stride, pool, media_root=None):
+    """One scene's question rows, media files and filter counts (a worker's job with backend=ray).
+
+    The media (images, videos, streams) are encoded here, by the worker: into ``media_root`` when it
+    is given (this machine), else into a scratch dir whose files come back as ``{relative path:
+    bytes}`` for the driver to write. A fresh generator per scene gives what a shared one gives
+    (``start_scene`` resets all of its state), and one writer per scene names the files the same
+    way however the scenes are spread or resumed."""
+    import tempfile
+
     from envs.registry import family, make_env
 
     from .generate import GenConfig, QuestionGenerator
+    from .media import MediaWriter
 
     gen = QuestionGenerator(GenConfig(**gen_cfg), split=split)
     env = make_env(env_cfg, task_id)
@@ -79,9 +87,17 @@ def _scene_questions(env_cfg, gen_cfg, split, name, task_id, stride, pool) -> tu
         material = family(env_cfg["name"]).offline_material(env, name, stride=stride, seed=int(gen_cfg["seed"]))
         material.maps = pool[name]  # the same images the distractor pool holds
         gen.start_scene(int(name.rsplit("/", 1)[-1]))
-        return gen.scene_offline(material, pool), dict(gen.filtered)
+        questions = gen.scene_offline(material, pool)
     finally:
         env.close()
+    scratch = tempfile.TemporaryDirectory() if media_root is None else contextlib.nullcontext(media_root)
+    with scratch as root:
+        writer = MediaWriter(root)
+        rows = [writer.externalise(q).to_json() for q in questions]
+        files = {}
+        if media_root is None:
+            files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(Path(root).rglob("*")) if p.is_file()}
+    return rows, files, dict(gen.filtered)
 
 
 def _run_scenes(cfg: dict[str, Any], fn, items: list[tuple], on_result, desc: str) -> None:
@@ -110,8 +126,6 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
 
     from envs.material import QuestionSource
     from envs.registry import family, list_tasks
-
-    from .media import MediaWriter
 
     env_cfg = dict(cfg["env"])
     source = family(env_cfg["name"])
@@ -158,9 +172,8 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
         kept = [r for r in _read_jsonl_tolerant(qpath) if r["scene"] in done]  # drop questions of an unfinished scene
         with open(qpath, "w") as fh:
             fh.writelines(json.dumps(r) + "\n" for r in kept)
-        writer = MediaWriter(out)
         pool_arg = ray.put(pool) if ray is not None and todo else pool  # to the object store once, not per task
-        _generate_scenes(cfg, env_cfg, gen_cfg, stride, names, todo, pool_arg, writer, qpath, logpath)
+        _generate_scenes(cfg, env_cfg, gen_cfg, stride, names, todo, pool_arg, out, qpath, logpath)
     return _manifest(out, cfg)
 
 
@@ -177,23 +190,23 @@ def _cluster(cfg: dict[str, Any], needed: bool):
         yield ray
 
 
-def _generate_scenes(cfg, env_cfg, gen_cfg, stride, names, todo, pool, writer, qpath, logpath) -> None:
+def _generate_scenes(cfg, env_cfg, gen_cfg, stride, names, todo, pool, out: Path, qpath, logpath) -> None:
     with open(qpath, "a") as qf, open(logpath, "a") as lf:
 
         def append(i: int, result) -> None:
-            questions, filtered = result
-            for q in questions:
-                _append_jsonl(qf, writer.externalise(q).to_json())
+            rows, files, filtered = result
+            for rel, data in files.items():  # media first: a question line means its files are there
+                (out / rel).parent.mkdir(parents=True, exist_ok=True)
+                (out / rel).write_bytes(data)
+            for row in rows:
+                _append_jsonl(qf, row)
             _append_jsonl(
                 lf,
-                {
-                    "scene": names[todo[i]],
-                    "questions": dict(Counter(q.subtask for q in questions)),
-                    "filtered": filtered,
-                },
+                {"scene": names[todo[i]], "questions": dict(Counter(r["subtask"] for r in rows)), "filtered": filtered},
             )
 
-        items = [(env_cfg, gen_cfg, cfg["split"], names[t], t, stride, pool) for t in todo]
+        here = None if cfg.get("backend", "local") == "ray" else str(out)  # workers elsewhere send the bytes
+        items = [(env_cfg, gen_cfg, cfg["split"], names[t], t, stride, pool, here) for t in todo]
         _run_scenes(cfg, _scene_questions, items, append, "questions")
 
 

@@ -1,7 +1,8 @@
 """``eval.backend=local``: episodes on this machine.
 
 * ``workers >= 1``: that many forked worker processes (each builds its env lazily, after the fork,
-  and keeps it while consecutive episodes share a task). A worker that crashes (a segfault in the
+  and keeps it while consecutive episodes share a task; forked by a fresh ``forkserver`` process
+  when this one has Ray running, whose threads make a plain fork unsafe). A worker that crashes (a segfault in the
   simulator) or exceeds ``episode_timeout_s`` fails only its episode, with the reason recorded, and
   is replaced. Workers die with the parent (``PR_SET_PDEATHSIG``), so ``kill -9`` leaves nothing behind.
 * ``workers = 0`` runs in-process (for debugging; no crash isolation).
@@ -13,6 +14,7 @@ import ctypes
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import wait
@@ -37,17 +39,17 @@ def run_local(spec, todo: list[Episode], on_result: OnResult) -> None:
         _run_pool(spec, todo, on_result)
 
 
-def _die_with_parent(parent_pid: int) -> None:
+def _die_with_parent(parent_pid: int | None) -> None:
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass
-    if os.getppid() != parent_pid:  # parent died before prctl took effect
+    if parent_pid is not None and os.getppid() != parent_pid:  # parent died before prctl took effect
         os._exit(1)
 
 
-def _worker_main(conn, spec, parent_pid: int) -> None:
+def _worker_main(conn, spec, parent_pid: int | None) -> None:
     from ..evaluate import EpisodeRunner
 
     _die_with_parent(parent_pid)
@@ -84,14 +86,23 @@ def signal_text(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
+def _start_method() -> str:
+    """``fork`` (fast, nothing to pickle), unless this process runs Ray's threads: a child forked
+    while another thread holds a lock waits on it forever, so then ``forkserver`` (a fresh server
+    process that forks the workers)."""
+    ray = sys.modules.get("ray")
+    return "forkserver" if ray is not None and getattr(ray, "is_initialized", lambda: False)() else "fork"
+
+
 class _Pool:
     def __init__(self, spec, n: int) -> None:
-        self.spec, self.ctx = spec, mp.get_context("fork")
+        self.spec, self.ctx = spec, mp.get_context(_start_method())
         self.workers = [self._start() for _ in range(n)]
 
     def _start(self) -> _Worker:
         parent, child = self.ctx.Pipe()
-        proc = self.ctx.Process(target=_worker_main, args=(child, self.spec, os.getpid()), daemon=True)
+        ppid = os.getpid() if self.ctx.get_start_method() == "fork" else None  # else: the fork server's child
+        proc = self.ctx.Process(target=_worker_main, args=(child, self.spec, ppid), daemon=True)
         proc.start()
         child.close()
         return _Worker(proc, parent)
