@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -199,7 +200,13 @@ def _drive(ray, spec, todo: list[Episode], on_result: OnResult, options: RayOpti
         server, remote_agent = _start_server(ray, spec, options)
         worker_spec = replace(spec, agent=remote_agent)
         reserved = {"CPU": options.serve_num_cpus, "GPU": options.serve_num_gpus}
-    n = int(spec.workers) or capacity(ray, options, reserved)
+    room = capacity(ray, options, reserved)
+    n = int(spec.workers) or room
+    if n > room:
+        print(
+            f"ray: {n} workers asked for, the cluster has room for {room}; the rest wait for resources",
+            file=sys.stderr,
+        )
     if n < 1:
         raise ValueError(
             f"the Ray cluster has no room for a worker with num_cpus={options.num_cpus}, num_gpus={options.num_gpus}, "
