@@ -62,7 +62,8 @@ def spec(out: Path, agent: dict, backend: str, workers: int = 2, **kw) -> EvalSp
 
 def test_ray_runs_the_episodes_the_local_backend_runs(cluster, tmp_path):
     local = evaluate(spec(tmp_path / "local", {"name": "random"}, "local"), progress=False)
-    remote = evaluate(spec(tmp_path / "ray", {"name": "random"}, "ray"), progress=False)
+    # 3 workers on 2 CPUs: the third waits for room and must neither hold an episode nor the run
+    remote = evaluate(spec(tmp_path / "ray", {"name": "random"}, "ray", workers=3), progress=False)
     assert comparable(tmp_path / "ray" / "episodes.jsonl") == comparable(tmp_path / "local" / "episodes.jsonl")
     assert [(r["task_id"], r["trial"]) for r in comparable(tmp_path / "ray" / "episodes.jsonl")] == [
         (t, k) for t in (0, 1) for k in range(3)
@@ -141,6 +142,11 @@ def test_workers_play_one_served_agent(cluster, tmp_path):
     assert plain["errors"] == 0
     assert comparable(tmp_path / "served" / "episodes.jsonl") == comparable(tmp_path / "plain" / "episodes.jsonl")
     assert json.loads((tmp_path / "served" / "run.json").read_text())["agent"] == {"name": "random"}
+
+
+def test_a_worker_that_cannot_start_stops_the_run_with_its_reason(cluster, tmp_path):
+    with pytest.raises(ValueError, match="a Ray worker could not start: .*cannot import agent"):
+        evaluate(spec(tmp_path / "bad", {"name": "tests.agents_for_tests:NoSuchAgent"}, "ray"), progress=False)
 
 
 def test_bad_ray_options_are_one_clear_line(tmp_path):

@@ -221,8 +221,14 @@ def _drive(ray, spec, todo: list[Episode], on_result: OnResult, options: RayOpti
     )
     schedule = make_schedule(todo)
     attempts: dict[tuple[int, int], int] = {}
-    idle = [worker_cls.remote(worker_spec) for _ in range(min(n, len(schedule)))]
+    starting: dict[Any, Any] = {}  # readiness probe -> actor (placed, env stack imported)
+    idle: list[Any] = []  # started actors without an episode
     inflight: dict[Any, _Slot] = {}
+    failed_starts = [0]
+
+    def start_worker() -> None:
+        actor = worker_cls.remote(worker_spec)
+        starting[actor.where.remote()] = actor
 
     def lost(slot: _Slot, reason: str) -> None:
         key = (int(slot.job[0]), int(slot.job[1]))
@@ -233,21 +239,43 @@ def _drive(ray, spec, todo: list[Episode], on_result: OnResult, options: RayOpti
         else:
             tries = attempts[key]
             on_result(failure_record(spec, slot.job, time.time() - slot.started, f"{reason} ({tries} attempts)"))
-        idle.append(worker_cls.remote(worker_spec))
+        start_worker()
 
+    for _ in range(min(n, len(schedule))):
+        start_worker()
     try:
         while schedule or inflight:
-            while idle and schedule:
+            while idle and schedule:  # episodes go to started workers only (a queued one holds none)
                 actor = idle.pop()
                 job = schedule.next(actor)
                 if job is None:
                     idle.append(actor)
                     break
                 inflight[actor.run.remote(job)] = _Slot(actor, job, time.time())
-            if not inflight:
+            if not schedule:  # nothing left to hand out: free what is not running an episode
+                for actor in idle + list(starting.values()):
+                    ray.kill(actor, no_restart=True)
+                idle.clear()
+                starting.clear()
+            waiting = list(inflight) + list(starting)
+            if not waiting:
                 continue
-            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
+            ready, _ = ray.wait(waiting, num_returns=1, timeout=1.0)
             for ref in ready:
+                if ref in starting:
+                    actor = starting.pop(ref)
+                    try:
+                        ray.get(ref)
+                    except lost_errors as exc:
+                        if isinstance(exc, RayActorError) and "creation task" in str(exc):
+                            raise ValueError(f"a Ray worker could not start: {_reason(exc)}") from exc
+                        failed_starts[0] += 1
+                        if failed_starts[0] > 3 * max(n, 1):
+                            raise ValueError(f"Ray workers keep dying while they start: {_lost_text(exc)}") from exc
+                        start_worker()
+                    else:
+                        idle.append(actor)
+                    continue
                 slot = inflight.pop(ref)
                 try:
                     rec = ray.get(ref)
@@ -257,8 +285,6 @@ def _drive(ray, spec, todo: list[Episode], on_result: OnResult, options: RayOpti
                     )
                     idle.append(slot.actor)
                 except lost_errors as exc:
-                    if isinstance(exc, RayActorError) and "creation task" in str(exc):
-                        raise ValueError(f"a Ray worker could not start: {_reason(exc)}") from exc
                     ray.kill(slot.actor, no_restart=True)
                     lost(slot, _lost_text(exc))
                 except GetTimeoutError:  # cannot happen for a ready ref; keep the episode
@@ -278,9 +304,9 @@ def _drive(ray, spec, todo: list[Episode], on_result: OnResult, options: RayOpti
                             spec, slot.job, time.time() - slot.started, f"episode timed out after {timeout:.0f} s"
                         )
                     )
-                    idle.append(worker_cls.remote(worker_spec))
+                    start_worker()
     finally:
-        for actor in idle + [s.actor for s in inflight.values()]:
+        for actor in idle + list(starting.values()) + [s.actor for s in inflight.values()]:
             ray.kill(actor, no_restart=True)
         if server is not None:
             ray.kill(server, no_restart=True)
