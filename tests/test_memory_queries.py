@@ -192,13 +192,14 @@ def test_queries_on_a_snapshot_while_another_thread_integrates():
         serial.integrate(f)
         ref[i] = _signature(serial, lat)
     live, seen, errors = SpatialMemory(0.1), [], []
-    done = threading.Event()
+    done, took = threading.Event(), threading.Event()
 
     def reader():
         try:
             while not done.is_set():
                 snap = live.snapshot()
                 seen.append((snap.n_frames, snap.version, _signature(snap, lat)))
+                took.set()
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -207,6 +208,10 @@ def test_queries_on_a_snapshot_while_another_thread_integrates():
     try:
         for f in frames:
             live.integrate(f)
+            # Let the reader take at least one snapshot before the next frame: the GIL alone may
+            # schedule the reader only after the writer is done, and then nothing was tested.
+            took.clear()
+            took.wait(timeout=10.0)
     finally:
         done.set()
         t.join()

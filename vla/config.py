@@ -2,7 +2,8 @@
 
 **One source of defaults.** Every option group is backed by a typed dataclass that holds its
 defaults and validation (:data:`SCHEMAS`): ``env=house`` by ``envs.house.config.HouseConfig``,
-``env=libero`` by ``envs.libero.config.LiberoConfig``, ``agent=memory`` by
+``env=libero`` by ``envs.libero.config.LiberoConfig``, ``env=omnigibson`` by
+``envs.omnigibson.config.OmniGibsonConfig``, ``agent=memory`` by
 ``vla.agents.memory.MemoryAgentOptions``, ``eval`` by ``vla.eval.evaluate.EvalSpec``, ``gst`` by
 ``vla.gst.options.GSTOptions``, ... The dataclass defaults are registered in Hydra's ConfigStore as
 ``<name>_schema`` nodes; a group's YAML file lists its schema first in its defaults list and only
@@ -28,6 +29,7 @@ CONFIG_DIR = Path(os.environ.get("VLA_CONFIG_DIR", Path(__file__).resolve().pare
 SCHEMAS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("env", "house"): ("envs.house.config:HouseConfig", ()),
     ("env", "libero"): ("envs.libero.config:LiberoConfig", ()),
+    ("env", "omnigibson"): ("envs.omnigibson.config:OmniGibsonConfig", ()),
     ("agent", "memory"): ("vla.agents.memory:MemoryAgentOptions", ()),
     ("agent", "vla"): ("vla.agents.vla:VLAAgentOptions", ()),
     ("eval", "default"): ("vla.eval.evaluate:EvalSpec", ("env", "agent", "out", "record", "extra", "rerun", "ray")),

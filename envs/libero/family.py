@@ -52,5 +52,8 @@ class LiberoFamily:
     def tds_pool(self, env, cache: dict) -> dict:
         return {}  # no TDS questions on a tabletop (docs/GST.md)
 
+    def offline_tasks(self, env_cfg: dict, split: str, first: int, n: int):
+        raise ValueError("LIBERO supports mid-episode GST questions only (docs/GST.md); offline sets need env=house")
+
     def offline_material(self, env, name: str, stride: int = 2, seed: int = 0):
         raise ValueError("LIBERO supports mid-episode GST questions only (docs/GST.md); offline sets need env=house")

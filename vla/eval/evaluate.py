@@ -19,7 +19,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from envs.registry import list_tasks, make_env
+from envs.registry import list_tasks, make_env, require
 
 from ..agents import Seedable, make_agent
 from ..rollout.record import DemoRecorder, merge_demos
@@ -154,6 +154,7 @@ def _check_writable(out: Path) -> None:
 
 def plan(spec: EvalSpec) -> tuple[dict[int, str], list[tuple[int, int, str]]]:
     """The task names and the ordered list of (task_id, trial, task name) episodes of a spec."""
+    require(spec.env)  # a missing simulator fails the run now, not every episode
     infos = {t.task_id: t for t in list_tasks(spec.env)}
     ids = sorted(infos) if spec.tasks is None else list(spec.tasks)
     bad = [t for t in ids if not isinstance(t, int) or t not in infos]

@@ -51,6 +51,12 @@ def _read_jsonl_tolerant(path: Path) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------------------- generate
+def scene_seed(name: str) -> int:
+    """The per-scene RNG seed of a scene name: an apartment's own seed (``house/test/900003``), else a hash."""
+    tail = name.rsplit("/", 1)[-1]
+    return int(tail) if tail.isdigit() else zlib.crc32(name.encode())
+
+
 LEVELS = ("easy", "medium", "hard")
 
 
@@ -86,7 +92,7 @@ def _scene_questions(env_cfg, gen_cfg, split, name, task_id, stride, pool, media
         env.reset(options={"trial": 0})
         material = family(env_cfg["name"]).offline_material(env, name, stride=stride, seed=int(gen_cfg["seed"]))
         material.maps = pool[name]  # the same images the distractor pool holds
-        gen.start_scene(int(name.rsplit("/", 1)[-1]))
+        gen.start_scene(scene_seed(name))
         questions = gen.scene_offline(material, pool)
     finally:
         env.close()
@@ -125,37 +131,35 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
     from envs.material import QuestionSource
-    from envs.registry import family, list_tasks
+    from envs.registry import family, require
 
     env_cfg = dict(cfg["env"])
     source = family(env_cfg["name"])
     if not isinstance(source, QuestionSource) or not source.offline:
         raise ValueError(
-            f"env={env_cfg['name']} has no offline GST question sets (env=house has; "
+            f"env={env_cfg['name']} has no offline GST question sets (env=house and env=omnigibson have; "
             "LIBERO supports mid-episode questions only, docs/GST.md)"
         )
     if cfg.get("backend", "local") not in ("local", "ray"):
         raise ValueError(f"backend must be local or ray, got {cfg.get('backend')!r}")
+    require(env_cfg)
     first, n = int(cfg["first_scene"]), int(cfg["scenes"])
     if n < 1:
         raise ValueError(f"scenes must be >= 1, got {n}")
-    env_cfg.update(split=cfg["split"], seed=None, num_scenes=first + n)
+    env_cfg, scenes = source.offline_tasks(env_cfg, cfg["split"], first, n)
     gen_cfg = dict(cfg["gen"])
     stride = int(gen_cfg.pop("stride", 2))
     out = Path(cfg["out"])
     out.mkdir(parents=True, exist_ok=True)
-    tasks = list_tasks(env_cfg)[first : first + n]
-    names = {t.task_id: f"house/{cfg['split']}/{t.name.split('_')[-1]}" for t in tasks}
+    names = dict(scenes)  # task id -> scene name
 
     # pass 1: every scene's ground-truth maps (the TDS distractor pool), cached as png
     import imageio.v2 as imageio
 
     map_dir = out / "maps"
     map_dir.mkdir(exist_ok=True)
-    files = {
-        t.task_id: {lvl: map_dir / f"{names[t.task_id].replace('/', '-')}_{lvl}.png" for lvl in LEVELS} for t in tasks
-    }
-    need = [t.task_id for t in tasks if not all(f.exists() for f in files[t.task_id].values())]
+    files = {t: {lvl: map_dir / f"{name.replace('/', '-')}_{lvl}.png" for lvl in LEVELS} for t, name in scenes}
+    need = [t for t, _ in scenes if not all(f.exists() for f in files[t].values())]
 
     def write_maps(i: int, maps: dict[str, Any]) -> None:
         for lvl, f in files[need[i]].items():
@@ -163,7 +167,7 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
 
     qpath, logpath = out / "questions.jsonl", out / "generation.jsonl"
     done = {r["scene"] for r in _read_jsonl_tolerant(logpath)}
-    todo = [t.task_id for t in tasks if names[t.task_id] not in done]
+    todo = [t for t, name in scenes if name not in done]
     with _cluster(cfg, bool(need or todo)) as ray:
         _run_scenes(cfg, _scene_maps, [(env_cfg, t) for t in need], write_maps, "maps")
         pool = {names[t]: {lvl: np.asarray(imageio.imread(f))[..., :3] for lvl, f in files[t].items()} for t in names}
