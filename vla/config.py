@@ -34,7 +34,7 @@ SCHEMAS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("agent", "vla"): ("vla.agents.vla:VLAAgentOptions", ()),
     ("eval", "default"): (
         "vla.eval.evaluate:EvalSpec",
-        ("env", "agent", "out", "record", "merge_record", "extra", "rerun"),
+        ("env", "agent", "out", "record", "merge_record", "extra", "rerun", "ray"),
     ),
     ("", "gst"): ("vla.gst.options:GSTOptions", ()),
     ("", "rerun"): ("vla.rollout.rerun_view:RerunOptions", ()),
@@ -42,6 +42,7 @@ SCHEMAS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("policy", "policy"): ("vla.policy.config:PolicyConfig", ()),
     ("data", "data"): ("vla.train.config:DataConfig", ()),
     ("train", "train"): ("vla.train.config:TrainConfig", ()),
+    ("", "ray"): ("vla.eval.backends.options:RayOptions", ()),
 }
 
 
@@ -75,7 +76,7 @@ def schema_defaults(target: str, exclude: tuple[str, ...] = ()) -> dict[str, Any
 # the groups each primary config composes (schemas are imported only for those: vla-rollout never imports torch)
 CONFIG_GROUPS: dict[str, tuple[str, ...]] = {
     "rollout": ("env", "agent", "eval", ""),
-    "gst": ("env", "agent"),
+    "gst": ("env", "agent", ""),
     "serve": ("env", "agent"),
     "train": ("model", "policy", "data", "train"),
 }

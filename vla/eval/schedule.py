@@ -6,7 +6,8 @@ worker skipped). Handing each worker a *lane* -- a run of consecutive trials of 
 its env on the sequential stream, so nothing is replayed except when a lane is split: a worker
 with nothing left takes the second half of the longest lane still pending (it replays the resets
 up to that trial once). Every env family is scheduled this way; for the others it only keeps an
-env alive across more episodes.
+env alive across more episodes. It offers the interface of
+:class:`vla.eval.backends.base.FifoSchedule` (``next``, ``release``, ``push_front``, ``pending``).
 """
 
 from __future__ import annotations
@@ -26,15 +27,18 @@ class LaneSchedule:
         self.owner: dict[int, Hashable] = {}  # lane index -> worker
         self.current: dict[Hashable, int] = {}  # worker -> lane index
         self.min_split = int(min_split)
+        self.front: deque = deque()  # retries, before any lane
 
     def __len__(self) -> int:
-        return sum(len(lane) for lane in self.lanes)
+        return len(self.front) + sum(len(lane) for lane in self.lanes)
 
     def __bool__(self) -> bool:
-        return any(self.lanes)
+        return bool(self.front) or any(self.lanes)
 
     def next(self, worker: Hashable) -> Episode | None:
         """The next episode for ``worker`` (None when nothing is left to hand out)."""
+        if self.front:
+            return self.front.popleft()
         i = self.current.get(worker)
         if i is not None and self.lanes[i]:
             return self.lanes[i].popleft()
@@ -67,3 +71,10 @@ class LaneSchedule:
         j = self.current.pop(worker, None)
         if j is not None and self.owner.get(j) == worker:
             del self.owner[j]
+
+    def push_front(self, job: Episode) -> None:
+        """Hand ``job`` out next, to whichever worker asks first (a retry)."""
+        self.front.appendleft(job)
+
+    def pending(self) -> list[Episode]:
+        return list(self.front) + [e for lane in self.lanes for e in lane]
