@@ -28,14 +28,25 @@ def spec_from_config(cfg: dict):
     from vla.eval.evaluate import EvalSpec
 
     ev = dict(cfg["eval"])
-    known = set(EvalSpec.__dataclass_fields__) - {"env", "agent", "out", "record", "extra"}
+    known = set(EvalSpec.__dataclass_fields__) - {"env", "agent", "out", "record", "extra", "perception"}
     unknown = sorted(set(ev) - known)
     if unknown:
         raise ValueError(f"unknown eval option(s) {unknown}; valid: {sorted(known)}")
     from vla.gst.midepisode import gst_options
 
     extra = {"gst": cfg["gst"]} if cfg.get("gst") and gst_options(cfg["gst"])["enabled"] else {}
-    return EvalSpec(env=cfg["env"], agent=cfg["agent"], out=cfg["out"], record=cfg.get("record"), extra=extra, **ev)
+    from envs.perception import perception_profile
+
+    profile = perception_profile(cfg.get("perception"))  # validated now, not in a worker
+    return EvalSpec(
+        env=cfg["env"],
+        agent=cfg["agent"],
+        out=cfg["out"],
+        record=cfg.get("record"),
+        extra=extra,
+        perception=None if profile.exact else profile.to_dict(),
+        **ev,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,6 +50,7 @@ class EvalSpec:
     episode_timeout_s: float = 3600.0
     record: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. the gst questioner's config
+    perception: dict[str, Any] | None = None  # the profile applied to what the agent receives (None: exact)
 
     def __post_init__(self) -> None:
         if self.videos not in VIDEO_MODES:
@@ -115,7 +116,9 @@ class EpisodeRunner:
             return {**key, "success": False, "steps": 0, "seconds": 0.0, "error": f"env construction failed: {error}"}
         if isinstance(self.agent, Seedable):
             self.agent.seed((self.spec.seed, task_id, trial))
-        result = run_episode(self._env, self.agent, key, self.subscribers, seed=self.spec.seed)
+        result = run_episode(
+            self._env, self.agent, key, self.subscribers, seed=self.spec.seed, perception=self.spec.perception
+        )
         return {
             **key,
             "success": result.success,
@@ -306,6 +309,8 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
     tasks, episodes = plan(spec)
     run_file = out / "run.json"
     identity = {"env": spec.env, "agent": spec.agent, "extra": spec.extra}
+    if spec.perception is not None:  # runs before perception profiles existed had exact perception
+        identity["perception"] = spec.perception
     if run_file.exists():
         import json
 
@@ -321,6 +326,7 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
         log.open((int(r["task_id"]), int(r["trial"])) for r in store)
     todo = deque(e for e in episodes if (e[0], e[1]) not in store)
     header = {"env": spec.env["name"], "suite": suite_name(spec.env), "agent": spec.agent["name"], "seed": spec.seed}
+    header["perception"] = (spec.perception or {}).get("name", "gt")
     selected = {(t, k) for t, k, _ in episodes}
 
     def current_summary(complete: bool) -> dict[str, Any]:

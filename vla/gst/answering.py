@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from spatial_memory import MemoryConfig, SpatialMemory
+from spatial_memory import SpatialMemory
 from spatial_memory.frame import CameraFrame
 from spatial_memory.geometry import backproject, camera_yaw, egocentric_bearing, transform_points
-from spatial_memory.noise import NoiseModel
 
 from .answers import format_answer
 from .question import Question
@@ -57,8 +56,8 @@ def _locate_in_stream(stream: list[CameraFrame], boxes: dict[int, list[int]] | N
 @dataclass
 class AnswererConfig:
     tabletop: bool = False  # LIBERO-scale memory (MemoryConfig.tabletop())
-    noise: NoiseModel | None = None  # corrupt the sensor streams (depth noise, odometry drift) before use
-    localize_min_confidence: float = 0.0
+    perception: str = "gt"  # the sensors the media come from (memory settings: memory_config_for)
+    overrides: dict | None = None  # MemoryConfig fields on top
 
 
 class MemoryAnswerer:
@@ -70,7 +69,9 @@ class MemoryAnswerer:
 
     # ------------------------------------------------------------------ memory
     def _new_memory(self) -> SpatialMemory:
-        return SpatialMemory(config=MemoryConfig.tabletop() if self.cfg.tabletop else MemoryConfig())
+        from vla.transforms.memory import memory_config_for
+
+        return SpatialMemory(config=memory_config_for(self.cfg.perception, self.cfg.tabletop, self.cfg.overrides))
 
     def memory_for(self, question: Question, live: SpatialMemory | None = None) -> SpatialMemory:
         """Mid-episode (the question's video is the episode so far, held in memory, not in files), the
@@ -86,9 +87,8 @@ class MemoryAnswerer:
         key = (stream_ref if isinstance(stream_ref, (str, Path)) else (id(stream), len(stream)), question.root)
         if key != self._cache_key:
             memory = self._new_memory()
-            noisy = self.cfg.noise.stream() if self.cfg.noise is not None else None
             for f in stream:
-                memory.integrate(noisy(f) if noisy else f)
+                memory.integrate(f)
             self._memory, self._cache_key, self._registrations = memory, key, {}
         return self._memory
 

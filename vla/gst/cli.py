@@ -169,6 +169,22 @@ def evaluate_questions(cfg: dict[str, Any]) -> dict[str, Any]:
     from vla.agents.base import Seedable
 
     agent = make_agent(cfg["agent"], seed=0)  # checks the protocol, answer() included
+    from envs.perception import perception_profile
+
+    from .sensors import sensors_for
+
+    profile = perception_profile(cfg.get("perception"))
+    sensors = sensors_for(profile, cfg["env"]["name"])  # what the agent's sensors make of the sensor media
+    run = {"perception": profile.to_dict(), "agent": cfg["agent"], "questions": str(cfg["questions"])}
+    run_path = out / "run.json"
+    if run_path.exists():
+        before = json.loads(run_path.read_text())
+        if before.get("perception") != run["perception"] or before.get("agent") != run["agent"]:
+            raise ValueError(
+                f"{out} holds predictions of another agent or perception profile ({run_path}); "
+                "choose a new out= or delete it"
+            )
+    run_path.write_text(json.dumps(run, indent=2) + "\n")
     ppath = out / "predictions.jsonl"
     done = {r["id"] for r in _read_jsonl_tolerant(ppath)}
     todo = [q for q in questions if q.id not in done]
@@ -184,7 +200,7 @@ def evaluate_questions(cfg: dict[str, Any]) -> dict[str, Any]:
             if isinstance(agent, Seedable):
                 agent.seed((0, zlib.crc32(q.id.encode())))
             try:
-                text = agent.answer(q.for_agent())
+                text = agent.answer(q.for_agent(sensors))
                 error = None
             except Exception as exc:  # noqa: BLE001 - an answer that fails scores 0; the run goes on
                 text, error = None, f"{type(exc).__name__}: {exc}"
