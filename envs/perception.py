@@ -17,6 +17,7 @@ scene truth and recorded material stay exact.
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -51,6 +52,20 @@ def categories(family: str) -> CategoryModel:
 
         return CategoryModel.from_groups(HOUSE_CONFUSABLE, tuple(all_categories()))
     return CategoryModel()
+
+
+@dataclass(frozen=True)
+class PerceptionConfig:
+    """The ``perception`` config group (``perception=gt|realistic|harsh``): a named profile of
+    :data:`spatial_memory.perception.PROFILES`, the noise's seed, and ``overrides``
+    (``{detector|depth|odometry: {field: value}}``) on top of the named profile's numbers."""
+
+    name: str = "gt"
+    seed: int = 0
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    def profile(self) -> PerceptionProfile:
+        return make_profile(asdict(self))
 
 
 def perception_profile(cfg: Any) -> PerceptionProfile:

@@ -360,7 +360,7 @@ def test_memory_agent_config_composes():
     for key, value in cfg["agent"]["navigator"].items():  # the yaml repeats the code's defaults
         assert getattr(defaults, key) == pytest.approx(value), key
     cfg = compose(
-        "rollout", ["env=house", "agent=memory", "agent.navigator.approach_m=0.6", "+agent.navigator.unknown_cost=2.0"]
+        "rollout", ["env=house", "agent=memory", "agent.navigator.approach_m=0.6", "agent.navigator.unknown_cost=2.0"]
     )
     agent = make_agent(cfg["agent"])
     assert agent.navigator.config.approach_m == 0.6 and agent.navigator.config.unknown_cost == 2.0

@@ -1,16 +1,80 @@
 """Hydra configuration: compose the project's config groups from command-line overrides.
 
+**One source of defaults.** Every option group is backed by a typed dataclass that holds its
+defaults and validation (:data:`SCHEMAS`): ``env=house`` by ``envs.house.config.HouseConfig``,
+``env=libero`` by ``envs.libero.config.LiberoConfig``, ``agent=memory`` by
+``vla.agents.memory.MemoryAgentOptions``, ``eval`` by ``vla.eval.evaluate.EvalSpec``, ``gst`` by
+``vla.gst.options.GSTOptions``, ``perception=gt|realistic|harsh`` by ``envs.perception.PerceptionConfig``, ... The dataclass defaults are registered in Hydra's ConfigStore as
+``<name>_schema`` nodes; a group's YAML file lists its schema first in its defaults list and only
+overrides (usually nothing but ``name``). So ``env.split=val`` works without ``+``, an unknown key
+is refused by Hydra, and ``vla-rollout --cfg`` prints the whole composed config.
+
 The compose API is used (not ``@hydra.main``) so that a CLI does not change directory or write
 Hydra's own output folders, and so that errors are reported as one clear line.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import os
 from pathlib import Path
 from typing import Any
 
 CONFIG_DIR = Path(os.environ.get("VLA_CONFIG_DIR", Path(__file__).resolve().parents[1] / "configs"))
+
+# (group, option) -> ("module:Class", fields left out). group "" = the primary config's own group.
+SCHEMAS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
+    ("env", "house"): ("envs.house.config:HouseConfig", ()),
+    ("env", "libero"): ("envs.libero.config:LiberoConfig", ()),
+    ("agent", "memory"): ("vla.agents.memory:MemoryAgentOptions", ()),
+    ("eval", "default"): ("vla.eval.evaluate:EvalSpec", ("env", "agent", "out", "record", "extra", "perception")),
+    ("perception", "profile"): ("envs.perception:PerceptionConfig", ()),
+    ("", "gst"): ("vla.gst.options:GSTOptions", ()),
+}
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if dataclasses.is_dataclass(v):
+        return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+    return v
+
+
+def schema_defaults(target: str, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The defaults of a config dataclass (``"module:Class"``) as plain data (tuples become lists)."""
+    module, attr = target.split(":")
+    cls = getattr(importlib.import_module(module), attr)
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.name in exclude:
+            continue
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = _plain(f.default)
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            out[f.name] = _plain(f.default_factory())  # type: ignore[misc]
+        else:
+            raise TypeError(f"config field {target}.{f.name} has no default")
+    return out
+
+
+_REGISTERED = False
+
+
+def register_schemas() -> None:
+    """Put every schema's defaults into Hydra's ConfigStore (once per process)."""
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    for (group, name), (target, exclude) in SCHEMAS.items():
+        cs.store(group=group or None, name=f"{name}_schema", node=schema_defaults(target, exclude))
+    _REGISTERED = True
 
 
 def compose(config_name: str, overrides: list[str]) -> dict[str, Any]:
@@ -22,6 +86,7 @@ def compose(config_name: str, overrides: list[str]) -> dict[str, Any]:
 
     if not CONFIG_DIR.is_dir():
         raise ValueError(f"config directory {CONFIG_DIR} not found (set VLA_CONFIG_DIR)")
+    register_schemas()
     try:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
             cfg = hydra_compose(config_name=config_name, overrides=overrides)

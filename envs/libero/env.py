@@ -24,6 +24,7 @@ from spatial_memory.frame import CameraFrame
 from .. import _gl
 from ..base import ActionSpec, ArraySpec, CameraSpec, EnvSpec, Observation, SceneTruth, TaskInfo, VLAEnv, check_action
 from . import camera, suites
+from .config import SETTLE_STEPS
 from .truth import categories, scene_truth
 
 CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
@@ -55,7 +56,7 @@ class LiberoEnv(VLAEnv):
         depth: bool = True,
         segmentation: bool = True,
         orientation: str = "rot180",
-        settle_steps: int = suites.SETTLE_STEPS,
+        settle_steps: int = SETTLE_STEPS,
         max_steps: int | None = None,
         controller: str = "OSC_POSE",
         hard_reset: bool = True,

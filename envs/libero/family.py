@@ -6,29 +6,13 @@ from typing import Any
 
 from ..base import TaskInfo
 from . import suites
+from .config import LiberoConfig
 from .env import LiberoEnv
 from .material import LIBERO_SUBTASKS, libero_live_material
 
-DEFAULTS: dict[str, Any] = {
-    "suite": "libero_spatial",
-    "resolution": 256,
-    "cameras": ["agentview", "wrist"],
-    "render": True,
-    "depth": True,
-    "segmentation": True,
-    "orientation": "rot180",
-    "settle_steps": suites.SETTLE_STEPS,
-    "max_steps": None,
-    "controller": "OSC_POSE",
-    "hard_reset": True,
-}
-
 
 def _options(cfg: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(cfg) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(f"unknown libero option(s) {unknown}; valid options: {sorted(DEFAULTS)}")
-    return {**DEFAULTS, **cfg}
+    return LiberoConfig.from_dict(cfg).to_dict()
 
 
 class LiberoFamily:

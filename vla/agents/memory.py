@@ -19,7 +19,7 @@ questions, servers and inspection. Navigation: docs/NAVIGATION.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -36,11 +36,11 @@ from .with_memory import WithMemory
 class MemoryAgentOptions:
     """Options of ``agent=memory``: the fields of :class:`MemoryInputsConfig` (camera, memory preset
     and overrides, which inputs, the perception profile it is built for), plus ``navigator`` (fields of
-    :class:`NavigatorConfig` to change) and ``driver`` (another agent that acts; the memory only
+    :class:`NavigatorConfig`, all of them by default) and ``driver`` (another agent that acts; the memory only
     answers). The navigator needs only the object table, so ``inputs`` defaults to ``["objects"]``
     (the map image costs tens of milliseconds per step)."""
 
-    navigator: dict[str, Any] = field(default_factory=dict)
+    navigator: dict[str, Any] = field(default_factory=lambda: asdict(NavigatorConfig()))
     driver: str | None = None
     camera: str | None = None
     memory: str = "auto"

@@ -5,8 +5,8 @@ whose exploration video is the episode so far and whose current view is the agen
 (its odometry pose known, as on a real robot; targets invisible in it), asks ``agent.answer``,
 scores, and lets the episode resume. Questions are made and scored from the env's exact frames; the
 agent is given its own: the frames its sensors delivered (``episode.agent_observation``: under a
-perception profile, noisy depth, frame-local ids and its drifting odometry poses, current pose included). Each question and answer is returned with the episode result
-(``result.extra["gst_questions"]``), which the evaluator writes to ``gst.jsonl``; the episode line
+perception profile, noisy depth, frame-local ids and its drifting odometry poses, current pose
+included). Each question and answer is returned with the episode result (``result.extra["gst_questions"]``), which the evaluator writes to ``gst.jsonl``; the episode line
 gains ``gst`` (per-subtask means of that episode).
 """
 
@@ -21,20 +21,9 @@ import numpy as np
 from vla.rollout.runtime import Episode, EpisodeResult, Subscriber
 
 from .generate import GenConfig, QuestionGenerator, instance_stats
+from .options import GSTOptions
 from .score import score_one
-from .subtasks import SUBTASKS, check_codes
-
-DEFAULTS: dict[str, Any] = {
-    "enabled": False,
-    "every": None,  # ask every N steps
-    "at": [],  # ... and/or at these steps
-    "subtasks": None,  # null: every subtask the env supports
-    "per_subtask": 1,  # questions per subtask each time
-    "map_level": "easy",
-    "camera": None,  # null: the env's first camera
-    "seed": 0,
-}
-
+from .subtasks import SUBTASKS
 
 ROW_META = ("target", "target_instance", "category", "level")  # what gst.jsonl keeps of a question's truth
 
@@ -44,17 +33,8 @@ def _plain(v: Any) -> Any:
 
 
 def gst_options(cfg: dict[str, Any] | None) -> dict[str, Any]:
-    cfg = dict(cfg or {})
-    unknown = sorted(set(cfg) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(f"unknown gst option(s) {unknown}; valid: {sorted(DEFAULTS)}")
-    opts = {**DEFAULTS, **cfg}
-    if opts["every"] is not None and int(opts["every"]) < 1:
-        raise ValueError(f"gst.every must be >= 1, got {opts['every']}")
-    if opts["subtasks"] is not None:
-        check_codes(opts["subtasks"])
-    opts["enabled"] = bool(opts["enabled"] or opts["every"] or opts["at"])
-    return opts
+    """The questioner's options with their defaults (:class:`~vla.gst.options.GSTOptions`), validated."""
+    return GSTOptions.from_dict(cfg).to_dict()
 
 
 def _as_received(q, mine: dict[int, Any], agent_frames: list) -> None:

@@ -1,0 +1,45 @@
+"""Configuration of the ``libero`` env family: every option and its default (the official protocol).
+
+The Hydra group ``configs/env/libero.yaml`` only overrides these; ``vla-rollout --cfg`` prints them
+all. A key that is not a field here is rejected with the list of valid ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+SETTLE_STEPS = 10  # the protocol's no-op steps after reset (DESIGN §6)
+
+
+@dataclass(frozen=True)
+class LiberoConfig:
+    suite: str = "libero_spatial"  # libero_spatial | libero_object | libero_goal | libero_10 | libero_90
+    resolution: int = 256  # camera height = width
+    cameras: tuple[str, ...] = ("agentview", "wrist")
+    render: bool = True  # false: no camera observations (fast scripted rollouts, no videos)
+    depth: bool = True
+    segmentation: bool = True  # instance masks
+    orientation: str = "rot180"  # the protocol's 180-degree rotation; "upright" for the true camera view
+    settle_steps: int = SETTLE_STEPS  # no-op steps after reset
+    max_steps: int | None = None  # None: the suite's limit (220 / 280 / 300 / 520 / 400)
+    controller: str = "OSC_POSE"
+    hard_reset: bool = True  # reload the model on every reset, as the official evaluation does
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cameras", tuple(self.cameras))
+
+    @classmethod
+    def from_dict(cls, cfg: dict[str, Any] | None) -> "LiberoConfig":
+        cfg = dict(cfg or {})
+        cfg.pop("name", None)
+        valid = sorted(f.name for f in fields(cls))
+        unknown = sorted(set(cfg) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown libero option(s) {unknown}; valid options: {valid}")
+        return cls(**cfg)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["cameras"] = list(self.cameras)
+        return d

@@ -1,0 +1,53 @@
+"""One source of config defaults: the composed config is exactly the dataclasses' defaults plus overrides."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from vla.config import compose
+
+
+def _defaults(cls, exclude=()):
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.name in exclude:
+            continue
+        v = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        out[f.name] = list(v) if isinstance(v, tuple) else v
+    return out
+
+
+def test_composed_groups_are_the_dataclass_defaults():
+    from envs.house.config import HouseConfig
+    from envs.libero.config import LiberoConfig
+    from vla.eval.evaluate import EvalSpec
+    from vla.gst.options import GSTOptions
+
+    cfg = compose("rollout", ["env=house"])
+    assert cfg["env"] == {"name": "house", **HouseConfig().to_dict()}
+    assert HouseConfig.from_dict(cfg["env"]) == HouseConfig()
+    assert cfg["eval"] == _defaults(EvalSpec, ("env", "agent", "out", "record", "extra"))
+    assert cfg["gst"] == _defaults(GSTOptions)
+    cfg = compose("rollout", ["env=libero"])
+    assert cfg["env"] == {"name": "libero", **LiberoConfig().to_dict()}
+    assert LiberoConfig.from_dict(cfg["env"]) == LiberoConfig()
+
+
+def test_overrides_reach_every_field_without_plus_and_unknown_keys_are_refused():
+    from vla.agents.navigation import NavigatorConfig
+
+    cfg = compose(
+        "rollout", ["env=house", "env.split=val", "agent=memory", "agent.navigator.unknown_cost=2.0", "gst.every=7"]
+    )
+    assert cfg["env"]["split"] == "val" and cfg["gst"]["every"] == 7
+    nav = dict(cfg["agent"]["navigator"])
+    assert NavigatorConfig.from_dict(nav).unknown_cost == 2.0
+    assert set(nav) == {f.name for f in dataclasses.fields(NavigatorConfig)}  # every knob is printed by --cfg
+    with pytest.raises(ValueError, match="env.bogus"):
+        compose("rollout", ["env=house", "env.bogus=1"])
+    with pytest.raises(ValueError, match="unknown house env option"):
+        from envs.house.config import HouseConfig
+
+        HouseConfig.from_dict({**compose("rollout", ["env=house", "+env.bogus=1"])["env"]})

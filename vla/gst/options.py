@@ -1,0 +1,39 @@
+"""Options of the mid-episode GST questioner (``gst.*`` of ``vla-rollout``): the one home of their defaults."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class GSTOptions:
+    enabled: bool = False  # on by itself when every or at is set
+    every: int | None = None  # ask every N steps
+    at: list[int] = field(default_factory=list)  # ... and/or at these steps
+    subtasks: list[str] | None = None  # None: every subtask the env supports
+    per_subtask: int = 1  # questions per subtask each time
+    map_level: str = "easy"  # map shown with GP, Pos, Ori and Traj (when the env has that level)
+    camera: str | None = None  # None: the env family's question camera (house: ego, LIBERO: wrist)
+    seed: int = 0
+
+    @classmethod
+    def from_dict(cls, cfg: dict[str, Any] | None) -> "GSTOptions":
+        from .subtasks import check_codes
+
+        cfg = dict(cfg or {})
+        valid = sorted(f.name for f in fields(cls))
+        unknown = sorted(set(cfg) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown gst option(s) {unknown}; valid: {valid}")
+        opts = cls(**cfg)
+        if opts.every is not None and int(opts.every) < 1:
+            raise ValueError(f"gst.every must be >= 1, got {opts.every}")
+        if opts.subtasks is not None:
+            check_codes(opts.subtasks)
+        return opts
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["enabled"] = bool(self.enabled or self.every or self.at)
+        return d
