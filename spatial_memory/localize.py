@@ -137,11 +137,16 @@ class MapIndex:
         c = vox.centres()[occ] if occ.any() else np.zeros((0, 3))
         lab = vox.field("label")[occ] if occ.any() else np.zeros(0, dtype=np.int32)
         struct = (c[:, 2] > cfg.floor_clearance) & (c[:, 2] < self.ceiling)
+        reg = mem.registry
+        confirmed = reg.confirmed()
+        if len(reg):  # voxels of merged objects belong to the survivor; unconfirmed objects to none
+            canon = np.append(reg.canonical(), -1)
+            lab = canon[np.where(lab >= 0, lab, len(reg))]
+            lab = np.where((lab >= 0) & confirmed[np.maximum(lab, 0)], lab, -1).astype(np.int32)
         self.centres, self.labels = c[struct], lab[struct]
         self.empty = len(self.centres) < 50
-        reg = mem.registry
         self.association = reg.association
-        self.obj_category = list(reg.categories)
+        self.obj_category = [cat if ok else "" for cat, ok in zip(reg.categories, confirmed)]
         self.obj_by_instance = {int(i): o for o, i in enumerate(reg.a["instance_id"][: len(reg)]) if i >= 0}
         npts = reg.a["npts"][: len(reg)]
         self.obj_centroid = np.array(

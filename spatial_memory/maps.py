@@ -82,10 +82,11 @@ def map_layers(voxels: VoxelMap, registry: ObjectRegistry, frame: TopDownFrame, 
         objects = raster["object_count"] > 0
     else:
         objects = np.zeros((frame.height, frame.width), dtype=bool)
+        ok = registry.confirmed()
         polys = [
             registry.view(o).footprint()
             for o in range(len(registry))
-            if registry.a["n_obs"][o] > 0 and registry.a["center"][o, 2] - registry.a["size"][o, 2] / 2 < cfg.ceiling_z
+            if ok[o] and registry.a["center"][o, 2] - registry.a["size"][o, 2] / 2 < cfg.ceiling_z
         ]
         polygon_mask(frame, polys, out=objects)
     return MapLayers(walls=walls, objects=objects, colour=raster["top_rgb"], top_z=raster["top_z"])

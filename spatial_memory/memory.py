@@ -34,6 +34,7 @@ import numpy as np
 from . import _kernels as kern
 from . import serialization
 from .draw import BLUE, GREEN, RED, compose_level, draw_arrow, draw_disk, draw_polyline
+from .drift import DriftConfig, DriftCorrector
 from .frame import CameraFrame
 from .geometry import as_pose, egocentric_bearing, invert_T, vst_box_to_camera
 from .localize import LocalizeConfig, Localization
@@ -56,11 +57,13 @@ class MemoryConfig:
     voxel_size: metres. min_depth/max_depth: depth readings used, metres. pixel_stride: use every
     n-th row and column. association: ``"instance"`` (stable mask ids) or ``"proximity"``
     (detector mode). assoc_distance: metres, the least radius within which an observation joins an
-    object of its category in proximity mode. max_points / points_per_frame: object sample bounds.
+    object of its category in proximity mode. min_support / min_observations: detector mode, what
+    confirms an object (:mod:`.objects`: detections per chance to be detected, detections). max_points / points_per_frame: object sample bounds.
     carve_every: carve voxels every n frames (0 = never; object samples are carved every frame).
     carve_margin: (metres, fraction of depth) beyond a point before depth counts as seeing through
     it. structure_categories: labels that are scene structure, not objects. map: what the
-    top-down maps show.
+    top-down maps show. drift: register every frame to the map before fusing it and correct the
+    odometry (:class:`.drift.DriftConfig`; None = trust the poses as given).
     """
 
     voxel_size: float = 0.05
@@ -69,6 +72,8 @@ class MemoryConfig:
     pixel_stride: int = 1
     association: str = "instance"
     assoc_distance: float = 0.3
+    min_support: float = 0.0
+    min_observations: int = 1
     max_points: int = 256
     points_per_frame: int = 32
     carve_every: int = 4
@@ -77,6 +82,7 @@ class MemoryConfig:
     colour_weight_max: float = 64.0
     seed: int = 0
     map: MapConfig = field(default_factory=MapConfig)
+    drift: DriftConfig | None = None  # drift correction (frame-to-model registration, :mod:`.drift`); None = off
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.voxel_size) and self.voxel_size > 0):
@@ -89,6 +95,8 @@ class MemoryConfig:
             raise ValueError("MemoryConfig needs pixel_stride >= 1 and carve_every >= 0")
         if self.association not in ASSOCIATIONS:
             raise ValueError(f"MemoryConfig.association must be one of {ASSOCIATIONS}, got {self.association!r}")
+        if isinstance(self.drift, dict):
+            object.__setattr__(self, "drift", DriftConfig.from_dict(self.drift))
         if isinstance(self.map, dict):
             object.__setattr__(
                 self, "map", MapConfig(**{**self.map, "wall_band": tuple(self.map.get("wall_band", (1.2, 1.8)))})
@@ -105,6 +113,7 @@ class MemoryConfig:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["map"] = self.map.to_dict()
+        d["drift"] = None if self.drift is None else self.drift.to_dict()
         d["carve_margin"] = list(self.carve_margin)
         d["structure_categories"] = list(self.structure_categories)
         return d
@@ -138,7 +147,9 @@ class SpatialMemory:
         self.voxels = VoxelMap(cfg.voxel_size, cfg.colour_weight_max)
         self.registry = ObjectRegistry(**self._registry_config(cfg))
         self._traj_T = np.zeros((0, 4, 4), dtype=np.float64)
+        self._traj_odom = np.zeros((0, 4, 4), dtype=np.float64)  # the poses as given (odometry), before correction
         self._traj_step = np.zeros(0, dtype=np.int64)
+        self.drift = DriftCorrector(cfg.drift) if cfg.drift is not None else None
         self._n_traj = 0
         self._n_frames = 0
         self._lock = threading.Lock()
@@ -152,6 +163,8 @@ class SpatialMemory:
             points_per_frame=cfg.points_per_frame,
             assoc_distance=cfg.assoc_distance,
             seed=cfg.seed,
+            min_support=cfg.min_support,
+            min_observations=cfg.min_observations,
         )
 
     def __repr__(self) -> str:
@@ -198,20 +211,25 @@ class SpatialMemory:
 
     def _integrate(self, frame: CameraFrame, record_pose: bool) -> None:
         cfg = self.config
+        T_odom = frame.T_world_cam
+        if self.drift is not None:  # register the frame to the map so far: the pose in the memory's frame
+            T = self.drift.correct(frame.depth, frame.K, T_odom)
+            frame = CameraFrame(frame.rgb, frame.depth, frame.K, T, frame.instance, frame.labels, frame.step)
         T_cam_world = invert_T(frame.T_world_cam)
         lut, slot_ids, slot_cats = self._instance_slots(frame)
         pts, pix, slot = self._backproject(frame, lut)
         obj_of_slot = self._observe_objects(frame.step, pts, slot, slot_ids, slot_cats)
-        self.registry.carve(
-            T_cam_world, frame.K, frame.depth, self._object_image(frame, pix, slot, obj_of_slot), *cfg.carve_margin
-        )
+        # a detector's masks miss and bleed: only the depth (seeing through) carves objects in detector mode
+        obj_img = self._object_image(frame, pix, slot, obj_of_slot) if cfg.association == "instance" else None
+        self.registry.carve(T_cam_world, frame.K, frame.depth, obj_img, *cfg.carve_margin)
+        self.registry.count_chances(T_cam_world, frame.K, frame.depth, obj_of_slot)
         self.registry.refit_dirty()
         self._n_frames += 1
         if cfg.carve_every and self._n_frames % cfg.carve_every == 0:
             self.voxels.carve(T_cam_world, frame.K, frame.depth, *cfg.carve_margin)
         self.voxels.integrate(pts, pix, slot, obj_of_slot, frame.rgb.reshape(-1, 3))
         if record_pose:
-            self._append_pose(frame.T_world_cam, frame.step)
+            self._append_pose(frame.T_world_cam, frame.step, T_odom)
 
     def _backproject(self, frame: CameraFrame, lut: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """World points of the valid pixels, their flat pixel index and instance slot (-1 = none)."""
@@ -301,20 +319,35 @@ class SpatialMemory:
                 self._append_pose(T_world_cam, int(step))
         return out
 
-    def _append_pose(self, T_world_cam: np.ndarray, step: int) -> None:
+    def _append_pose(self, T_world_cam: np.ndarray, step: int, T_odom: np.ndarray | None = None) -> None:
         n = self._n_traj
         if n == len(self._traj_T):
             cap = max(64, 2 * n)
-            T, s = np.zeros((cap, 4, 4)), np.zeros(cap, dtype=np.int64)
-            T[:n], s[:n] = self._traj_T[:n], self._traj_step[:n]
-            self._traj_T, self._traj_step = T, s
+            T, To, s = np.zeros((cap, 4, 4)), np.zeros((cap, 4, 4)), np.zeros(cap, dtype=np.int64)
+            T[:n], To[:n], s[:n] = self._traj_T[:n], self._traj_odom[:n], self._traj_step[:n]
+            self._traj_T, self._traj_odom, self._traj_step = T, To, s
         self._traj_T[n] = T_world_cam
+        self._traj_odom[n] = T_world_cam if T_odom is None else T_odom
         self._traj_step[n] = step
         self._n_traj = n + 1
 
+    def to_memory_frame(self, T_odom_cam: np.ndarray, step: int | None = None) -> np.ndarray:
+        """A pose given in the odometry frame (the frames' own poses) in the memory's frame: the drift
+        correction of the trajectory entry at ``step`` (the latest one at or before it; default: the
+        latest entry). Identity without drift correction."""
+        T = as_pose(T_odom_cam, "to_memory_frame: T_odom_cam")
+        if self.drift is None or self._n_traj == 0:
+            return T
+        i = self._n_traj - 1
+        if step is not None:
+            at = np.flatnonzero(self._traj_step[: self._n_traj] <= int(step))
+            i = int(at[-1]) if len(at) else 0
+        return self._traj_T[i] @ invert_T(self._traj_odom[i]) @ T
+
     # ================================================================================ queries
     def objects(self) -> list[MemoryObject]:
-        return [self.registry.view(o) for o in range(len(self.registry))]
+        """The objects in memory (detector mode: the confirmed ones, see :mod:`.objects`)."""
+        return [self.registry.view(int(o)) for o in np.flatnonzero(self.registry.confirmed())]
 
     def object(self, target: str | int) -> MemoryObject:
         """One object by memory id, by a category unique in memory, or by instance id (int)."""
@@ -431,8 +464,12 @@ class SpatialMemory:
         arrays = {f"vox_{k}": v for k, v in vox.items()}
         arrays.update({f"obj_{k}": v for k, v in obj_arrays.items()})
         arrays["traj_T"] = self._traj_T[: self._n_traj].copy()
+        arrays["traj_odom"] = self._traj_odom[: self._n_traj].copy()
         arrays["traj_step"] = self._traj_step[: self._n_traj].copy()
         meta = {"format": FORMAT, "config": self.config.to_dict(), "n_frames": self._n_frames, "objects": obj_meta}
+        if self.drift is not None:
+            drift_arrays, meta["drift"] = self.drift.state()
+            arrays.update(drift_arrays)
         return arrays, meta
 
     @classmethod
@@ -451,7 +488,10 @@ class SpatialMemory:
                 meta["objects"],
             )
             T, steps = np.asarray(arrays["traj_T"]), np.asarray(arrays["traj_step"])
+            T_odom = np.asarray(arrays.get("traj_odom", T))
             n_frames = int(meta["n_frames"])
+            if cfg.drift is not None:
+                mem.drift = DriftCorrector.from_state(arrays, meta["drift"])
         except (KeyError, TypeError) as exc:
             raise ValueError(f"spatial memory state is incomplete or malformed: {exc!r}") from exc
         if T.dtype != np.float64 or T.shape[1:] != (4, 4) or steps.dtype != np.int64 or steps.shape != (len(T),):
@@ -460,7 +500,9 @@ class SpatialMemory:
             )
         if len(mem.registry) and np.any(mem.voxels.field("label") >= len(mem.registry)):
             raise ValueError("voxel labels refer to objects that are not in the registry")
-        mem._traj_T, mem._traj_step, mem._n_traj = T.copy(), steps.copy(), len(T)
+        if T_odom.dtype != np.float64 or T_odom.shape != T.shape:
+            raise ValueError(f"trajectory arrays malformed: traj_odom {T_odom.dtype} {T_odom.shape}")
+        mem._traj_T, mem._traj_odom, mem._traj_step, mem._n_traj = T.copy(), T_odom.copy(), steps.copy(), len(T)
         mem._n_frames = n_frames
         return mem
 
@@ -486,7 +528,9 @@ class SpatialMemory:
             snap.voxels = self.voxels.copy()
             snap.registry = self.registry.copy()
             snap._traj_T, snap._traj_step = self.trajectory()
+            snap._traj_odom = self._traj_odom[: self._n_traj].copy()
             snap._n_traj, snap._n_frames = self._n_traj, self._n_frames
+            snap.drift = None if self.drift is None else self.drift.copy()
         snap.read_only = True
         return snap
 

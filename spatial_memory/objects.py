@@ -10,6 +10,19 @@ Association of a new observation to an existing object:
 - ``"proximity"``: by category and 3D distance (detector mode: ids are frame-local), greedy
   one-to-one, nearest first, within ``max(assoc_distance, 0.5 * object diagonal)``.
 
+Detector mode also keeps **evidence** per object and **consolidates** what a detector splits:
+
+- *support*: every frame in which an object should have been detected (its centre in view, in range,
+  not hidden behind a nearer surface, large enough in the image) counts as a chance; support =
+  (detections + 1) / (chances + 2). A false positive that the next views do not repeat loses its
+  support; objects below ``min_support`` or with fewer than ``min_observations`` detections are not
+  *confirmed* and stay out of queries and maps (they are kept, and may still be confirmed later);
+- *merging*: two objects of one category whose samples overlap (a partial view whose centroid fell
+  outside the first object's gate), or of two categories with about the same extent in the same place
+  (a detection labelled as a similar class), become one; the category is the majority vote of
+  the detections (``category_votes``). The merged-away object stays as an empty alias of the survivor
+  (indices are stable: voxels keep their labels, :meth:`ObjectRegistry.canonical` maps them).
+
 Objects that move are handled by free-space carving: sample points that a new depth image sees
 through are dropped (:func:`._kernels.carve_object_points`), so the sample follows the object.
 """
@@ -83,6 +96,12 @@ def gravity_aligned_box(
     return np.asarray(center, dtype=np.float64).copy(), corners_local.max(axis=0) - corners_local.min(axis=0), yaw
 
 
+def _inside_box(P: np.ndarray, center: np.ndarray, size: np.ndarray, yaw: float, margin: float) -> float:
+    """Fraction of points inside a gravity-aligned box grown by ``margin``."""
+    q = (P - center) @ rot_z(float(yaw))
+    return float(np.mean(np.all(np.abs(q) <= np.asarray(size) / 2 + margin, axis=1)))
+
+
 class ObjectRegistry:
     """Objects as parallel arrays (index = order of creation) plus a few per-object Python values."""
 
@@ -94,6 +113,11 @@ class ObjectRegistry:
         assoc_distance: float = 0.3,
         box_weight_max: int = 20,
         seed: int = 0,
+        min_support: float = 0.0,
+        min_observations: int = 1,
+        merge: bool | None = None,
+        detect_range: float = 6.0,
+        detect_pixels: float = 24.0,
     ):
         if association not in ASSOCIATIONS:
             raise ValueError(f"association must be one of {ASSOCIATIONS}, got {association!r}")
@@ -107,6 +131,12 @@ class ObjectRegistry:
         self.assoc_distance = float(assoc_distance)
         self.box_weight_max = int(box_weight_max)
         self.rng = np.random.default_rng(seed)
+        self.min_support = float(min_support)
+        self.min_observations = int(min_observations)
+        self.merge = association == "proximity" if merge is None else bool(merge)
+        self.detect_range = float(detect_range)
+        self.detect_pixels = float(detect_pixels)
+        self.votes: list[dict[str, int]] = []  # per object: detections per category
         self.ids: list[str] = []
         self.categories: list[str] = []
         self._suffix: dict[str, int] = {}
@@ -133,10 +163,39 @@ class ObjectRegistry:
             "box_center": np.zeros((n, 3), dtype=np.float64),
             "box_size": np.zeros((n, 3), dtype=np.float64),
             "box_yaw": np.zeros(n, dtype=np.float64),
+            "chances": np.zeros(n, dtype=np.int64),  # frames in which it should have been detected
+            "alias": np.full(n, -1, dtype=np.int64),  # the object it was merged into (-1: itself)
         }
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    # ------------------------------------------------------------------------------------ evidence
+    def support(self) -> np.ndarray:
+        """(detections + 1) / (chances + 2) per object (see the module doc)."""
+        n = len(self)
+        return (self.a["n_obs"][:n] + 1.0) / (np.maximum(self.a["chances"][:n], self.a["n_obs"][:n]) + 2.0)
+
+    def confirmed(self) -> np.ndarray:
+        """Per object: alive (not merged away, observed) and, in detector mode, supported enough."""
+        n = len(self)
+        a = self.a
+        ok = (a["alias"][:n] < 0) & (a["n_obs"][:n] > 0)
+        if self.association == "proximity":
+            ok &= (a["n_obs"][:n] >= self.min_observations) & (self.support() >= self.min_support)
+        return ok
+
+    def canonical(self) -> np.ndarray:
+        """Index map: object -> the object it lives on as (itself unless merged); index -1 maps to -1."""
+        n = len(self)
+        out = np.arange(n, dtype=np.int64)
+        alias = self.a["alias"][:n]
+        for o in np.flatnonzero(alias >= 0):
+            t = int(o)
+            while alias[t] >= 0:
+                t = int(alias[t])
+            out[o] = t
+        return out
 
     # ------------------------------------------------------------------------------------ lookup
     def view(self, o: int) -> MemoryObject:
@@ -169,8 +228,11 @@ class ObjectRegistry:
             raise KeyError(f"an object target is an id, a category or an instance id, got {target!r}")
         o = self._by_id.get(target)
         if o is not None:
+            while self.a["alias"][o] >= 0:
+                o = int(self.a["alias"][o])
             return o
-        same = self._by_category.get(target)
+        ok = self.confirmed()
+        same = [o for o in self._by_category.get(target, ()) if ok[o]]
         if same:
             if len(same) == 1:
                 return same[0]
@@ -202,6 +264,7 @@ class ObjectRegistry:
             oid = f"{category}_{k}"
         self.ids.append(oid)
         self.categories.append(category)
+        self.votes.append({})
         self._by_id[oid] = o
         self._by_category.setdefault(category, []).append(o)
         self.a["first_seen"][o] = step
@@ -213,8 +276,11 @@ class ObjectRegistry:
     def _match(self, categories: list[str], centers: np.ndarray) -> list[int | None]:
         """Greedy one-to-one association by category and distance (nearest pairs first)."""
         pairs = []
+        alias = self.a["alias"]
         for s, (cat, c) in enumerate(zip(categories, centers)):
             for o in self._by_category.get(cat, ()):
+                if alias[o] >= 0:
+                    continue
                 d = float(np.linalg.norm(self.a["center"][o] - c))
                 if d <= max(self.assoc_distance, 0.5 * float(np.linalg.norm(self.a["size"][o]))):
                     pairs.append((d, s, o))
@@ -246,9 +312,24 @@ class ObjectRegistry:
                 o = self._new(categories[s], step, instance_ids[s] if self.association == "instance" else None)
             self._add_points(o, pts)
             self._seen(o, step)
+            self._vote(o, categories[s])
             self._dirty.add(o)
             out[s] = o
         return out
+
+    def _vote(self, o: int, category: str | None) -> None:
+        """Count a detection of ``category`` (None: none) and let the majority decide the category
+        (ties keep the current one)."""
+        v = self.votes[o]
+        if category is not None:
+            v[category] = v.get(category, 0) + 1
+        if not v:
+            return
+        best = max(v, key=lambda c: (v[c], c == self.categories[o]))
+        if best != self.categories[o]:  # the majority of the detections say otherwise
+            self._by_category[self.categories[o]].remove(o)
+            self.categories[o] = best
+            self._by_category.setdefault(best, []).append(o)
 
     def observe_box(
         self, step: int, category: str, center: np.ndarray, size: np.ndarray, R_world_box: np.ndarray
@@ -274,6 +355,7 @@ class ObjectRegistry:
             a["box_yaw"][o] = np.mod(a["box_yaw"][o] + w * (yaw - a["box_yaw"][o]), np.pi / 2)
         a["box_n"][o] += 1
         self._seen(o, step)
+        self._vote(o, category)
         self._refit(o)
         return o
 
@@ -350,9 +432,99 @@ class ObjectRegistry:
             self._dirty.add(int(o))
 
     def refit_dirty(self) -> None:
-        for o in sorted(self._dirty):
+        dirty = sorted(self._dirty)
+        for o in dirty:
             self._refit(o)
         self._dirty.clear()
+        if self.merge:
+            for o in dirty:
+                if self.a["alias"][o] < 0:
+                    self._consolidate(o)
+
+    def count_chances(self, T_cam_world: np.ndarray, K: np.ndarray, depth: np.ndarray, detected: np.ndarray) -> None:
+        """Detector mode: every alive object that the frame should have detected (centre in view within
+        ``detect_range``, at least ``detect_pixels`` across, not behind a nearer surface) gains a chance;
+        ``detected`` = the objects the frame's segments went to (they count as a chance too)."""
+        n = len(self)
+        if n == 0 or self.association != "proximity":
+            return
+        a = self.a
+        live = np.flatnonzero((a["alias"][:n] < 0) & (a["npts"][:n] > 0))
+        if len(live) == 0:
+            return
+        c = a["center"][live]
+        p = c @ T_cam_world[:3, :3].T + T_cam_world[:3, 3]
+        z = p[:, 2]
+        H, W = depth.shape
+        with np.errstate(divide="ignore", invalid="ignore"):
+            u = K[0, 0] * p[:, 0] / z + K[0, 2]
+            v = K[1, 1] * p[:, 1] / z + K[1, 2]
+        radius = 0.5 * np.linalg.norm(a["size"][live], axis=1)
+        across = 2 * radius * abs(K[0, 0]) / np.maximum(z, 1e-6)
+        inside = (z > 0.3) & (z < self.detect_range) & (u >= 0.05 * W) & (u < 0.95 * W) & (v >= 0.05 * H)
+        inside &= (v < 0.95 * H) & (across >= self.detect_pixels)
+        ui = np.clip(np.nan_to_num(u).astype(np.int64), 0, W - 1)
+        vi = np.clip(np.nan_to_num(v).astype(np.int64), 0, H - 1)
+        d = depth[vi, ui]
+        seen = inside & np.isfinite(d) & (d > 0) & (d >= z - np.maximum(0.3, radius))
+        chance = np.zeros(n, dtype=bool)
+        chance[live[seen]] = True
+        det = np.asarray(detected, dtype=np.int64)
+        chance[det[(det >= 0) & (det < n)]] = True
+        a["chances"][:n] += chance
+
+    def _consolidate(self, o: int) -> None:
+        """Merge ``o`` with an alive object it duplicates (see the module doc), if any."""
+        a = self.a
+        n = len(self)
+        no = int(a["npts"][o])
+        if no < 3:
+            return
+        P = a["points"][o, :no]
+        diag_o = float(np.linalg.norm(a["size"][o]))
+        vol_o = float(np.prod(np.maximum(a["size"][o], 0.02)))
+        for p in range(n):
+            if p == o or a["alias"][p] >= 0 or a["npts"][p] < 3:
+                continue
+            gap = float(np.linalg.norm(a["center"][p] - a["center"][o]))
+            if gap > 0.5 * (diag_o + float(np.linalg.norm(a["size"][p]))):
+                continue
+            Q = a["points"][p, : int(a["npts"][p])]
+            in_p = _inside_box(P, a["center"][p], a["size"][p], a["yaw"][p], 0.05)
+            in_o = _inside_box(Q, a["center"][o], a["size"][o], a["yaw"][o], 0.05)
+            if self.categories[p] == self.categories[o]:
+                same = max(in_p, in_o) > 0.5
+            else:
+                vol_p = float(np.prod(np.maximum(a["size"][p], 0.02)))
+                same = min(in_p, in_o) > 0.5 and min(vol_o, vol_p) / max(vol_o, vol_p) > 0.3
+            if same:
+                keep, gone = (o, p) if a["n_obs"][o] >= a["n_obs"][p] else (p, o)
+                self._merge(keep, gone)
+                return
+
+    def _merge(self, keep: int, gone: int) -> None:
+        a = self.a
+        nk, ng = int(a["npts"][keep]), int(a["npts"][gone])
+        pts = np.concatenate([a["points"][keep, :nk], a["points"][gone, :ng]])
+        if len(pts) > self.max_points:  # a sample of both, in proportion to what each was offered
+            wk, wg = float(max(a["offered"][keep], 1)), float(max(a["offered"][gone], 1))
+            w = np.concatenate([np.full(nk, wk / nk), np.full(ng, wg / ng)])
+            pick = self.rng.choice(len(pts), self.max_points, replace=False, p=w / w.sum())
+            pts = pts[np.sort(pick)]
+        a["points"][keep, : len(pts)] = pts
+        a["npts"][keep] = len(pts)
+        for k in ("offered", "n_obs", "chances", "box_n"):
+            a[k][keep] += a[k][gone]
+        a["first_seen"][keep] = min(a["first_seen"][keep], a["first_seen"][gone])
+        a["last_seen"][keep] = max(a["last_seen"][keep], a["last_seen"][gone])
+        for c, k in self.votes[gone].items():
+            self.votes[keep][c] = self.votes[keep].get(c, 0) + k
+        self.votes[gone] = {}
+        a["npts"][gone] = 0
+        a["n_obs"][gone] = 0
+        a["alias"][gone] = keep
+        self._vote(keep, None)  # re-decide the category from both objects' detections
+        self._refit(keep)
 
     # ------------------------------------------------------------------------------------ state
     def copy(self) -> "ObjectRegistry":
@@ -366,6 +538,11 @@ class ObjectRegistry:
             points_per_frame=self.points_per_frame,
             assoc_distance=self.assoc_distance,
             box_weight_max=self.box_weight_max,
+            min_support=self.min_support,
+            min_observations=self.min_observations,
+            merge=self.merge,
+            detect_range=self.detect_range,
+            detect_pixels=self.detect_pixels,
         )
 
     def state(self) -> tuple[dict[str, np.ndarray], dict]:
@@ -376,6 +553,7 @@ class ObjectRegistry:
             "categories": list(self.categories),
             "suffix": dict(self._suffix),
             "rng": self.rng.bit_generator.state,
+            "votes": [dict(v) for v in self.votes],
         }
         return arrays, meta
 
@@ -387,6 +565,8 @@ class ObjectRegistry:
             raise ValueError("object state: ids and categories must be equally long and ids unique")
         template = reg._empty_arrays(n)
         for k, t in template.items():
+            if k not in arrays and k in ("chances", "alias"):  # files written before detector evidence
+                continue
             if k not in arrays:
                 raise ValueError(f"object state is missing the field {k!r}")
             v = np.asarray(arrays[k])
@@ -405,6 +585,11 @@ class ObjectRegistry:
             reg._by_category.setdefault(str(cat), []).append(o)
             if template["instance_id"][o] >= 0:
                 reg._by_instance[int(template["instance_id"][o])] = o
+        reg.votes = [{str(c): int(k) for c, k in v.items()} for v in meta.get("votes", [{}] * n)]
+        if len(reg.votes) != n:
+            raise ValueError("object state: one category vote table per object expected")
+        if np.any(template["alias"] >= n) or np.any(template["alias"] == np.arange(n)):
+            raise ValueError("object state: merge aliases out of range")
         reg._suffix = {str(k): int(v) for k, v in meta["suffix"].items()}
         reg.rng.bit_generator.state = meta["rng"]
         return reg

@@ -476,8 +476,8 @@ PROFILES: dict[str, PerceptionProfile] = {
         ),
         depth=DepthModel(
             sigma_const=0.005,
-            sigma_quad=0.02,
-            correlated=0.5,
+            sigma_quad=0.012,
+            correlated=0.6,
             corr_px=8.0,
             dropout=0.05,
             edge_rel=0.04,

@@ -28,8 +28,11 @@ def test_composed_groups_are_the_dataclass_defaults():
     cfg = compose("rollout", ["env=house"])
     assert cfg["env"] == {"name": "house", **HouseConfig().to_dict()}
     assert HouseConfig.from_dict(cfg["env"]) == HouseConfig()
-    assert cfg["eval"] == _defaults(EvalSpec, ("env", "agent", "out", "record", "extra"))
+    assert cfg["eval"] == _defaults(EvalSpec, ("env", "agent", "out", "record", "extra", "perception"))
     assert cfg["gst"] == _defaults(GSTOptions)
+    from envs.perception import PerceptionConfig
+
+    assert cfg["perception"] == _defaults(PerceptionConfig)  # perception=gt
     cfg = compose("rollout", ["env=libero"])
     assert cfg["env"] == {"name": "libero", **LiberoConfig().to_dict()}
     assert LiberoConfig.from_dict(cfg["env"]) == LiberoConfig()

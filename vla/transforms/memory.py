@@ -48,10 +48,32 @@ BASE_ACTIONS = ("forward_m", "left_m", "yaw_rad")  # a mobile base's action name
 
 # the memory's settings for each perception profile (tuned on the val split, docs/GST.md): with frame-local
 # ids, objects are associated by category and 3D proximity
+_DETECTOR = {"association": "proximity", "min_observations": 2, "min_support": 0.25}
 PERCEPTION_MEMORY: dict[str, dict[str, Any]] = {
     "gt": {},
-    "realistic": {"association": "proximity"},
-    "harsh": {"association": "proximity"},
+    # the drift correction's prior is the odometry's specification (what the robot knows of its own sensors)
+    "realistic": {
+        **_DETECTOR,
+        "drift": {
+            "cell": 0.2,
+            "odom_sigma_m": 0.002,
+            "odom_sigma_deg": 0.05,
+            "odom_scale_xy": 0.005,
+            "odom_scale_yaw": 0.002,
+            "depth_sigma": [0.002, 0.005],
+        },
+    },
+    "harsh": {
+        **_DETECTOR,
+        "drift": {
+            "cell": 0.2,
+            "odom_sigma_m": 0.01,
+            "odom_sigma_deg": 0.25,
+            "odom_scale_xy": 0.02,
+            "odom_scale_yaw": 0.01,
+            "depth_sigma": [0.005, 0.012],
+        },
+    },
 }
 
 
