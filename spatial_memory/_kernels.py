@@ -147,6 +147,27 @@ def backproject_world(
 
 
 @njit(cache=True)
+def first_pixels(instance, slot_of_id, n_slots):
+    """Per slot, the raster index of its first pixel (H*W where it has none): an order of a frame's
+    segments that depends on where they are, not on their ids."""
+    H, W = instance.shape
+    out = np.full(n_slots, H * W, dtype=np.int64)
+    n_ids = slot_of_id.shape[0]
+    left = n_slots
+    for v in range(H):
+        for u in range(W):
+            i = instance[v, u]
+            if i >= 0 and i < n_ids:
+                s = slot_of_id[i]
+                if s >= 0 and out[s] == H * W:
+                    out[s] = v * W + u
+                    left -= 1
+                    if left == 0:
+                        return out
+    return out
+
+
+@njit(cache=True)
 def segment_samples(slot, pts, n_slots, max_per_slot, seg_pts, seg_count, seg_sum):
     """Per instance slot: pixel count, coordinate sum and an evenly strided sample of its points.
 

@@ -48,7 +48,9 @@ class DriftConfig:
     odom_sigma_deg: float = 0.2  # ... and in heading
     odom_scale_xy: float = 0.01  # ... plus this fraction of the distance travelled
     odom_scale_yaw: float = 0.01  # ... and of the angle turned
-    point_inflation: float = 10.0  # points are not independent (correlated noise, one surface): their information / this
+    point_inflation: float = (
+        10.0  # points are not independent (correlated noise, one surface): their information / this
+    )
     min_sigma_m: float = 0.03  # a cell's distribution is at least this wide
     cauchy_m: float = 0.06  # robust kernel scale (Mahalanobis, in metres of a min_sigma-wide cell)
     depth_sigma: tuple[float, float] = (0.0, 0.0)  # the sensor's depth noise sigma(z) = a + b z^2 (weights)
@@ -202,13 +204,23 @@ class DriftCorrector:
             "drift_P": self.P.copy(),
             "drift_last_odom": np.eye(4) if self._last_odom is None else self._last_odom.copy(),
         }
-        return arrays, {"config": self.cfg.to_dict(), "n_frames": self.n_frames, "has_last": self._last_odom is not None}
+        return arrays, {
+            "config": self.cfg.to_dict(),
+            "n_frames": self.n_frames,
+            "has_last": self._last_odom is not None,
+        }
 
     @classmethod
     def from_state(cls, arrays: dict[str, np.ndarray], meta: dict) -> "DriftCorrector":
         dc = cls(DriftConfig.from_dict(meta["config"]))
         stats, T, origin = (np.asarray(arrays[k]) for k in ("drift_stats", "drift_T", "drift_origin"))
-        if stats.ndim != 4 or stats.shape[0] != 2 or stats.shape[3] != _STATS or T.shape != (4, 4) or origin.shape != (2,):
+        if (
+            stats.ndim != 4
+            or stats.shape[0] != 2
+            or stats.shape[3] != _STATS
+            or T.shape != (4, 4)
+            or origin.shape != (2,)
+        ):
             raise ValueError("drift correction state malformed")
         dc.stats, dc.T_map_odom, dc.origin = stats.astype(np.float64), T.astype(np.float64), origin.astype(np.float64)
         dc.P = np.asarray(arrays["drift_P"], dtype=np.float64).reshape(3, 3).copy()

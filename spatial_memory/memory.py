@@ -58,7 +58,8 @@ class MemoryConfig:
     n-th row and column. association: ``"instance"`` (stable mask ids) or ``"proximity"``
     (detector mode). assoc_distance: metres, the least radius within which an observation joins an
     object of its category in proximity mode. min_support / min_observations: detector mode, what
-    confirms an object (:mod:`.objects`: detections per chance to be detected, detections). max_points / points_per_frame: object sample bounds.
+    confirms an object (:mod:`.objects`: detections per chance to be detected, detections).
+    max_points / points_per_frame: object sample bounds.
     carve_every: carve voxels every n frames (0 = never; object samples are carved every frame).
     carve_margin: (metres, fraction of depth) beyond a point before depth counts as seeing through
     it. structure_categories: labels that are scene structure, not objects. map: what the
@@ -207,6 +208,10 @@ class SpatialMemory:
             raise ValueError(f"CameraFrame.labels: instance ids must be < 2**24, got {ids[-1]}")
         lut = np.full(ids[-1] + 1, -1, dtype=np.int32)
         lut[ids] = np.arange(len(ids), dtype=np.int32)
+        if self.config.association != "instance":  # a detector's ids mean nothing: order segments by place
+            order = np.argsort(kern.first_pixels(frame.instance, lut, len(ids)), kind="stable")
+            ids = [ids[k] for k in order]
+            lut[ids] = np.arange(len(ids), dtype=np.int32)
         return lut, ids, [frame.labels[i] for i in ids]
 
     def _integrate(self, frame: CameraFrame, record_pose: bool) -> None:
@@ -267,6 +272,8 @@ class SpatialMemory:
         if not slot_ids:
             return obj_of_slot
         n_slots, M = len(slot_ids), self.registry.points_per_frame
+        if self.config.association != "instance":
+            slot = _depth_consistent(slot, pts, n_slots)
         seg_pts = np.zeros((n_slots, M, 3), dtype=np.float32)
         seg_count = np.zeros(n_slots, dtype=np.int64)
         seg_sum = np.zeros((n_slots, 3), dtype=np.float64)
@@ -533,6 +540,27 @@ class SpatialMemory:
             snap.drift = None if self.drift is None else self.drift.copy()
         snap.read_only = True
         return snap
+
+
+def _depth_consistent(slot: np.ndarray, pts: np.ndarray, n_slots: int, floor: float = 0.3) -> np.ndarray:
+    """Slots with the points of each segment that lie far from its median distance (a detector's mask
+    bleeding onto the wall behind, the floor in front) taken out: beyond max(``floor``, 2.5 sigma)
+    of the segment's median horizontal position, sigma from the median absolute deviation."""
+    lab = np.flatnonzero(slot >= 0)
+    if len(lab) == 0:
+        return slot
+    out = slot.copy()
+    order = lab[np.argsort(slot[lab], kind="stable")]
+    bounds = np.searchsorted(slot[order], np.arange(n_slots + 1))
+    for s in range(n_slots):
+        idx = order[bounds[s] : bounds[s + 1]]
+        if len(idx) < 8:
+            continue
+        xy = pts[idx, :2].astype(np.float64)
+        d = np.linalg.norm(xy - np.median(xy, axis=0), axis=1)
+        tol = max(floor, 2.5 * 1.4826 * float(np.median(d)))
+        out[idx[d > tol]] = -1
+    return out
 
 
 def _parse_boxes(boxes: Iterable, categories: Iterable[str] | None) -> list[tuple[str, np.ndarray]]:

@@ -273,17 +273,30 @@ class ObjectRegistry:
             self._by_instance[instance_id] = o
         return o
 
-    def _match(self, categories: list[str], centers: np.ndarray) -> list[int | None]:
-        """Greedy one-to-one association by category and distance (nearest pairs first)."""
+    def _match(
+        self, categories: list[str], centers: np.ndarray, samples: list[np.ndarray] | None = None
+    ) -> list[int | None]:
+        """Greedy one-to-one association by category and distance (nearest pairs first), within
+        ``max(assoc_distance, half the object's diagonal, 0.35 x (its diagonal + the segment's))``. With
+        the segments' ``samples``, a segment whose points lie largely (>= 30 %) inside an object's box
+        (grown by ``assoc_distance`` / 3) joins it too, however far its centroid (a partial view of a
+        large object)."""
         pairs = []
         alias = self.a["alias"]
         for s, (cat, c) in enumerate(zip(categories, centers)):
+            seg = 0.0 if samples is None or len(samples[s]) < 2 else float(np.linalg.norm(np.ptp(samples[s], axis=0)))
             for o in self._by_category.get(cat, ()):
                 if alias[o] >= 0:
                     continue
                 d = float(np.linalg.norm(self.a["center"][o] - c))
-                if d <= max(self.assoc_distance, 0.5 * float(np.linalg.norm(self.a["size"][o]))):
+                diag = float(np.linalg.norm(self.a["size"][o]))
+                if d <= max(self.assoc_distance, 0.5 * diag, 0.35 * (diag + seg)):
                     pairs.append((d, s, o))
+                elif samples is not None and self.a["npts"][o] >= 3:
+                    a = self.a
+                    inside = _inside_box(samples[s], a["center"][o], a["size"][o], a["yaw"][o], self.assoc_distance / 3)
+                    if inside >= 0.3:
+                        pairs.append((d, s, o))
         out: list[int | None] = [None] * len(categories)
         used = set()
         for d, s, o in sorted(pairs):
@@ -305,7 +318,7 @@ class ObjectRegistry:
         if self.association == "instance":
             objs = [self._by_instance.get(i) for i in instance_ids]
         else:
-            objs = self._match(categories, centroids)
+            objs = self._match(categories, centroids, samples)
         out = np.empty(len(samples), dtype=np.int32)
         for s, (o, pts) in enumerate(zip(objs, samples)):
             if o is None:

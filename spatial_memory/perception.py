@@ -143,7 +143,9 @@ class PerceptionProfile:
         if d is not None:
             for k in ("miss_rate", "hard_fraction", "hard_miss", "confusion", "sticky_fraction", "sticky_rate"):
                 if getattr(d, k) > 1:
-                    raise ValueError(f"perception profile {self.name!r}: detector.{k} is a probability, got {getattr(d, k)}")
+                    raise ValueError(
+                        f"perception profile {self.name!r}: detector.{k} is a probability, got {getattr(d, k)}"
+                    )
         if self.depth is not None and not (0 <= self.depth.correlated <= 1 and self.depth.dropout < 1):
             raise ValueError(f"perception profile {self.name!r}: depth.correlated in [0, 1] and dropout < 1")
 
@@ -187,7 +189,9 @@ class PerceptionProfile:
             if isinstance(v, dict):
                 bad = sorted(set(v) - set(typ.__dataclass_fields__))
                 if bad:
-                    raise ValueError(f"unknown perception {k} field(s) {bad}; valid: {sorted(typ.__dataclass_fields__)}")
+                    raise ValueError(
+                        f"unknown perception {k} field(s) {bad}; valid: {sorted(typ.__dataclass_fields__)}"
+                    )
                 v = dict(v)
                 if "fp_pixels" in v:
                     v["fp_pixels"] = tuple(int(x) for x in v["fp_pixels"])

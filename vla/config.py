@@ -4,10 +4,11 @@
 defaults and validation (:data:`SCHEMAS`): ``env=house`` by ``envs.house.config.HouseConfig``,
 ``env=libero`` by ``envs.libero.config.LiberoConfig``, ``agent=memory`` by
 ``vla.agents.memory.MemoryAgentOptions``, ``eval`` by ``vla.eval.evaluate.EvalSpec``, ``gst`` by
-``vla.gst.options.GSTOptions``, ``perception=gt|realistic|harsh`` by ``envs.perception.PerceptionConfig``, ... The dataclass defaults are registered in Hydra's ConfigStore as
-``<name>_schema`` nodes; a group's YAML file lists its schema first in its defaults list and only
-overrides (usually nothing but ``name``). So ``env.split=val`` works without ``+``, an unknown key
-is refused by Hydra, and ``vla-rollout --cfg`` prints the whole composed config.
+``vla.gst.options.GSTOptions``, ``perception=gt|realistic|harsh`` by ``envs.perception.PerceptionConfig``,
+... The dataclass defaults are registered in Hydra's ConfigStore as ``<name>_schema`` nodes; a
+group's YAML file lists its schema first in its defaults list and only overrides (usually nothing but
+``name``). So ``env.split=val`` works without ``+``, an unknown key is refused by Hydra, and
+``vla-rollout --cfg`` prints the whole composed config.
 
 The compose API is used (not ``@hydra.main``) so that a CLI does not change directory or write
 Hydra's own output folders, and so that errors are reported as one clear line.

@@ -87,7 +87,8 @@ def _locate_in_stream(stream: list[CameraFrame], poses: np.ndarray, boxes: dict[
         K[1, 2] -= y0 / 2
         p = backproject(f.depth[y0 : y1 + 1 : 2, x0 : x1 + 1 : 2], K)
         sel &= np.isfinite(p).all(axis=-1) & (p[..., 2] > 0)
-        pts.append(transform_points(poses[idx], p[sel]))
+        if sel.any():
+            pts.append(transform_points(poses[idx], p[sel]))
     if not pts:
         raise LookupError("the target appears in none of the recorded frames")
     return np.median(np.concatenate(pts), axis=0)
@@ -166,7 +167,9 @@ class MemoryAnswerer:
                 return self._object_of_category(memory, category).center
             except (KeyError, LookupError):
                 poses = self._stream_poses(question, memory)
-                return _locate_in_stream(stream, poses, None, lambda f: [i for i, c in f.labels.items() if c == category])
+                return _locate_in_stream(
+                    stream, poses, None, lambda f: [i for i, c in f.labels.items() if c == category]
+                )
         boxes = {int(k): v for k, v in question.get("boxes").items()}
         if by_id:
             return self._visual_target_by_id(question, memory, stream, boxes)
@@ -179,9 +182,15 @@ class MemoryAnswerer:
         if memory.config.association == "instance":
             return memory.object(category)
         same = [o for o in memory.objects() if o.category == category]
-        if not same:
+        if same:
+            return max(same, key=lambda o: (o.n_observations, o.n_points))
+        # none confirmed: the question says one exists; the object detected as it most often, if any
+        reg = memory.registry
+        alive = [o for o in range(len(reg)) if reg.a["alias"][o] < 0 and reg.votes[o].get(category, 0) > 0]
+        if not alive:
             raise KeyError(category)
-        return max(same, key=lambda o: (o.n_observations, o.n_points))
+        support = reg.support()
+        return reg.view(max(alive, key=lambda o: (reg.votes[o][category], support[o])))
 
     def _visual_target_by_id(self, question, memory, stream, boxes) -> np.ndarray:
         votes: dict[int, int] = {}

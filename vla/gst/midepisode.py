@@ -6,8 +6,9 @@ whose exploration video is the episode so far and whose current view is the agen
 scores, and lets the episode resume. Questions are made and scored from the env's exact frames; the
 agent is given its own: the frames its sensors delivered (``episode.agent_observation``: under a
 perception profile, noisy depth, frame-local ids and its drifting odometry poses, current pose
-included). Each question and answer is returned with the episode result (``result.extra["gst_questions"]``), which the evaluator writes to ``gst.jsonl``; the episode line
-gains ``gst`` (per-subtask means of that episode).
+included). Each question and answer is returned with the episode result
+(``result.extra["gst_questions"]``), which the evaluator writes to ``gst.jsonl``; the episode line gains
+``gst`` (per-subtask means of that episode).
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ class Question:
 
     @classmethod
     def from_json(cls, d: dict[str, Any], root: Path | None = None) -> "Question":
-        missing = [k for k in ("id", "subtask", "scene", "prompt", "media") if k not in d]
+        missing = [k for k in ("id", "subtask", "prompt", "media") if k not in d]
         if missing:
             raise ValueError(f"question line lacks {missing}: {str(d)[:200]}")
         if d["subtask"] not in SUBTASKS:
@@ -116,7 +116,7 @@ class Question:
         return cls(
             id=d["id"],
             subtask=d["subtask"],
-            scene=d["scene"],
+            scene=d.get("scene", ""),  # exported sets name no scene
             prompt=d["prompt"],
             media=d["media"],
             answer=d.get("answer"),

@@ -8,8 +8,9 @@ What the agent gets: ``reset(instruction, env.env_spec)`` and one :class:`Observ
 as its sensors make it: with a perception profile (``perception``; :mod:`envs.perception`) the
 agent's observation has the profile's depth noise, detector errors (frame-local ids) and odometry
 drift, while subscribers also see the env's exact one (``episode.observation``; what the agent got is
-``episode.agent_observation``). Only an agent that declares itself privileged (:func:`~vla.agents.base.is_privileged`: scripted
-experts) is bound to the env; every other agent never receives it.
+``episode.agent_observation``). Only an agent that declares itself privileged
+(:func:`~vla.agents.base.is_privileged`: scripted experts) is bound to the env; every other agent never
+receives it.
 
 Errors: an exception of the env or the agent fails the episode, with the error recorded in the
 result (the caller decides whether the run goes on; the evaluator does). A subscriber that raises

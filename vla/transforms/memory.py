@@ -48,7 +48,9 @@ BASE_ACTIONS = ("forward_m", "left_m", "yaw_rad")  # a mobile base's action name
 
 # the memory's settings for each perception profile (tuned on the val split, docs/GST.md): with frame-local
 # ids, objects are associated by category and 3D proximity
-_DETECTOR = {"association": "proximity", "min_observations": 2, "min_support": 0.25}
+# a detector's ids are frame-local: objects by category and proximity, confirmed by repeated detections; noisy
+# depth scatters voxels around surfaces: a wall pixel needs 5 of the 12 voxels of the wall band
+_DETECTOR = {"association": "proximity", "min_observations": 2, "min_support": 0.25, "map": {"min_wall_voxels": 5}}
 PERCEPTION_MEMORY: dict[str, dict[str, Any]] = {
     "gt": {},
     # the drift correction's prior is the odometry's specification (what the robot knows of its own sensors)
@@ -266,7 +268,9 @@ class MemoryInputs:
         if self._answerer is None:
             tabletop = not self.mobile_base or self.config.memory == "tabletop"
             self._answerer = MemoryAnswerer(
-                AnswererConfig(tabletop=tabletop, perception=self.config.perception, overrides=self.config.memory_overrides)
+                AnswererConfig(
+                    tabletop=tabletop, perception=self.config.perception, overrides=self.config.memory_overrides
+                )
             )
         return self._answerer.answer(question, live=self.memory)
 
