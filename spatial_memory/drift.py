@@ -43,6 +43,8 @@ class DriftConfig:
     max_points: int = 2000
     min_points: int = 60  # on mapped cells, for a correction to be computed at all
     min_cell_weight: float = 4.0  # points in a cell before it counts
+    min_inliers: float = 0.5  # of the matched points within 3 sigma of their cell after the fit, or it is refused
+    gate_chi2: float = 25.0  # a correction further than this (squared Mahalanobis, predicted spread) is refused
     iterations: int = 10
     odom_sigma_m: float = 0.01  # the odometry's frame-to-frame error (std) in the floor plane ...
     odom_sigma_deg: float = 0.2  # ... and in heading
@@ -97,7 +99,7 @@ class DriftCorrector:
             band = (p_world[:, 2] >= cfg.z_band[0]) & (p_world[:, 2] <= cfg.z_band[1])
             xy, wb = np.ascontiguousarray(p_world[band, :2]), w[band]
             if len(xy) >= cfg.min_points:
-                delta, matched, info = _register(
+                delta, matched, info, inliers = _register(
                     xy,
                     wb,
                     T_pred[:2, 3].copy(),
@@ -111,8 +113,11 @@ class DriftCorrector:
                     np.linalg.inv(self.P),
                     cfg.iterations,
                 )
-                self.last = {"points": len(xy), "matched": int(matched)}
-                if matched >= cfg.min_points:
+                self.last = {"points": len(xy), "matched": int(matched), "inliers": int(inliers)}
+                # accept a fit that explains most of what it matched and agrees with the odometry's own spread
+                # (Mahalanobis distance of the correction under the predicted covariance)
+                gate = float(delta @ np.linalg.solve(self.P, delta))
+                if matched >= cfg.min_points and inliers >= cfg.min_inliers * matched and gate <= cfg.gate_chi2:
                     c = T_pred[:2, 3]
                     R = rot_z(delta[2])
                     t = c + delta[:2] - R[:2, :2] @ c  # rotation about the camera, then the shift
@@ -276,6 +281,7 @@ def _normal_equations(xy, w, centre, stats, origin, cell, min_weight, min_var, c
     cost = 0.0
     ct, st = np.cos(th), np.sin(th)
     matched = 0
+    inliers = 0
     for i in range(xy.shape[0]):
         px, py = xy[i, 0] - centre[0], xy[i, 1] - centre[1]
         qx = ct * px - st * py + centre[0] + dx
@@ -301,6 +307,8 @@ def _normal_equations(xy, w, centre, stats, origin, cell, min_weight, min_var, c
             ex = qx - (origin[0] + off + c * cell + mx)
             ey = qy - (origin[1] + off + r * cell + my)
             m2 = ex * (ixx * ex + ixy * ey) + ey * (ixy * ex + iyy * ey)
+            if m2 < 9.0 and not hit:
+                inliers += 1
             scale = w[i] / inflation
             cost += scale * cauchy2 * np.log1p(m2 / cauchy2)
             rw = scale / (1.0 + m2 / cauchy2)  # Cauchy weight (IRLS)
@@ -319,7 +327,7 @@ def _normal_equations(xy, w, centre, stats, origin, cell, min_weight, min_var, c
         if hit:
             matched += 1
     A[1, 0], A[2, 0], A[2, 1] = A[0, 1], A[0, 2], A[1, 2]
-    return A, b, cost, matched
+    return A, b, cost, matched, inliers
 
 
 @njit(cache=True)
@@ -327,9 +335,10 @@ def _register(xy, w, centre, stats, origin, cell, min_weight, min_var, cauchy2, 
     """Levenberg-Marquardt for (tx, ty, yaw): rotation of the points about ``centre`` by yaw, then the
     shift, minimising the robust (Cauchy) Mahalanobis distances of the points to their cells'
     distributions (both grids) plus the prior ``prior_info`` (3x3 information of the correction).
-    A step is taken only when it lowers the cost. Returns (delta, points matched, data information)."""
+    A step is taken only when it lowers the cost. Returns (delta, points matched, data information,
+    points within 3 sigma of their cell's distribution)."""
     x = np.zeros(3)
-    A, b, cost, matched = _normal_equations(
+    A, b, cost, matched, inliers = _normal_equations(
         xy, w, centre, stats, origin, cell, min_weight, min_var, cauchy2, inflation, 0.0, 0.0, 0.0
     )
     lam = 1e-3
@@ -340,13 +349,13 @@ def _register(xy, w, centre, stats, origin, cell, min_weight, min_var, cauchy2, 
             M[k, k] += lam * M[k, k]
         step = np.linalg.solve(M, -g)
         y = x + step
-        A2, b2, cost2, m2 = _normal_equations(
+        A2, b2, cost2, m2, in2 = _normal_equations(
             xy, w, centre, stats, origin, cell, min_weight, min_var, cauchy2, inflation, y[0], y[1], y[2]
         )
         before = cost + 0.5 * (x @ (prior_info @ x))
         after = cost2 + 0.5 * (y @ (prior_info @ y))
         if after < before:
-            x, A, b, cost, matched = y, A2, b2, cost2, m2
+            x, A, b, cost, matched, inliers = y, A2, b2, cost2, m2, in2
             lam = max(lam * 0.3, 1e-6)
             if abs(step[0]) + abs(step[1]) < 1e-4 and abs(step[2]) < 1e-5:
                 break
@@ -354,4 +363,4 @@ def _register(xy, w, centre, stats, origin, cell, min_weight, min_var, cauchy2, 
             lam *= 10.0
             if lam > 1e4:
                 break
-    return x, matched, A
+    return x, matched, A, inliers

@@ -35,6 +35,7 @@ from . import _kernels as kern
 from . import serialization
 from .draw import BLUE, GREEN, RED, compose_level, draw_arrow, draw_disk, draw_polyline
 from .drift import DriftConfig, DriftCorrector
+from .evidence import depth_consistent
 from .frame import CameraFrame
 from .geometry import as_pose, egocentric_bearing, invert_T, vst_box_to_camera
 from .localize import LocalizeConfig, Localization
@@ -273,7 +274,7 @@ class SpatialMemory:
             return obj_of_slot
         n_slots, M = len(slot_ids), self.registry.points_per_frame
         if self.config.association != "instance":
-            slot = _depth_consistent(slot, pts, n_slots)
+            slot = depth_consistent(slot, pts, n_slots)
         seg_pts = np.zeros((n_slots, M, 3), dtype=np.float32)
         seg_count = np.zeros(n_slots, dtype=np.int64)
         seg_sum = np.zeros((n_slots, 3), dtype=np.float64)
@@ -540,27 +541,6 @@ class SpatialMemory:
             snap.drift = None if self.drift is None else self.drift.copy()
         snap.read_only = True
         return snap
-
-
-def _depth_consistent(slot: np.ndarray, pts: np.ndarray, n_slots: int, floor: float = 0.3) -> np.ndarray:
-    """Slots with the points of each segment that lie far from its median distance (a detector's mask
-    bleeding onto the wall behind, the floor in front) taken out: beyond max(``floor``, 2.5 sigma)
-    of the segment's median horizontal position, sigma from the median absolute deviation."""
-    lab = np.flatnonzero(slot >= 0)
-    if len(lab) == 0:
-        return slot
-    out = slot.copy()
-    order = lab[np.argsort(slot[lab], kind="stable")]
-    bounds = np.searchsorted(slot[order], np.arange(n_slots + 1))
-    for s in range(n_slots):
-        idx = order[bounds[s] : bounds[s + 1]]
-        if len(idx) < 8:
-            continue
-        xy = pts[idx, :2].astype(np.float64)
-        d = np.linalg.norm(xy - np.median(xy, axis=0), axis=1)
-        tol = max(floor, 2.5 * 1.4826 * float(np.median(d)))
-        out[idx[d > tol]] = -1
-    return out
 
 
 def _parse_boxes(boxes: Iterable, categories: Iterable[str] | None) -> list[tuple[str, np.ndarray]]:
