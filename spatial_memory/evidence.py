@@ -121,8 +121,8 @@ class DetectorEvidence:
         across = 2 * radius * abs(K[0, 0]) / np.maximum(z, 1e-6)
         inside = (z > 0.3) & (z < self.detect_range) & (u >= 0.05 * W) & (u < 0.95 * W) & (v >= 0.05 * H)
         inside &= (v < 0.95 * H) & (across >= self.detect_pixels)
-        ui = np.clip(np.nan_to_num(u).astype(np.int64), 0, W - 1)
-        vi = np.clip(np.nan_to_num(v).astype(np.int64), 0, H - 1)
+        ui = np.clip(np.nan_to_num(u, nan=0.0, posinf=0.0, neginf=0.0), 0, W - 1).astype(np.int64)
+        vi = np.clip(np.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0), 0, H - 1).astype(np.int64)
         d = depth[vi, ui]
         seen = inside & np.isfinite(d) & (d > 0) & (d >= z - np.maximum(0.3, radius))
         chance = np.zeros(n, dtype=bool)

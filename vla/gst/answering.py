@@ -175,6 +175,19 @@ class MemoryAnswerer:
             return self._visual_target_by_id(question, memory, stream, boxes)
         return self._visual_target(question, memory, stream, boxes)
 
+    def _target_or_guess(self, question: Question, memory: SpatialMemory) -> np.ndarray:
+        """The target; when the memory never saw it (a detector that missed it every time), a guess: the
+        middle of everything the memory mapped (a better answer than none)."""
+        try:
+            return self.target(question, memory)
+        except LookupError:
+            if memory.config.association == "instance":
+                raise
+            b = memory.voxels.bounds_xy(memory.config.map.ceiling_z)
+            if b is None:
+                raise
+            return np.array([(b[0] + b[2]) / 2, (b[1] + b[3]) / 2, 0.5])
+
     @staticmethod
     def _object_of_category(memory: SpatialMemory, category: str):
         """The memory's object of a category; with a detector (duplicates and false positives kept apart,
@@ -256,12 +269,14 @@ class MemoryAnswerer:
         memory = self.memory_for(question, live)
         kind = SUBTASKS[code].answer_type
         if code in ("EDv", "EDs", "EDistv", "EDists"):
-            direction, distance = egocentric_bearing(self.current_T(question, memory), self.target(question, memory))
+            direction, distance = egocentric_bearing(
+                self.current_T(question, memory), self._target_or_guess(question, memory)
+            )
             return format_answer(kind, direction if kind == "angle" else distance)
         level = question.meta.get("level", "easy")
         if code in ("GPv", "GPs"):
             reg = self.registration(memory, question.get("map"), level)
-            return format_answer("point", reg.odom_to_grid(self.target(question, memory)[:2]))
+            return format_answer("point", reg.odom_to_grid(self._target_or_guess(question, memory)[:2]))
         if code in ("Pos", "Ori"):
             T = self.current_T(question, memory)
             reg = self.registration(memory, question.get("map"), level)
