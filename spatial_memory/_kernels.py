@@ -431,9 +431,24 @@ def carve_object_points(
 
 @njit(cache=True)
 def rasterize_columns(
-    vox_ijk, vox_f, vox_i, n, voxel, x0, y1, mpp, z_max, wall_lo, wall_hi, top_z, top_rgb, wall_count, object_count
+    vox_ijk,
+    vox_f,
+    vox_i,
+    n,
+    voxel,
+    x0,
+    y1,
+    mpp,
+    z_max,
+    wall_lo,
+    wall_hi,
+    top_z,
+    top_rgb,
+    wall_count,
+    object_count,
+    min_hits,
 ):
-    """Splat occupied voxels below ``z_max`` into top-down pixel layers.
+    """Splat occupied voxels (at least ``min_hits`` hits) below ``z_max`` into top-down pixel layers.
 
     Pixel (row, col) has its centre at world ``(x0 + (col + 0.5) mpp, y1 - (row + 0.5) mpp)``. A
     voxel covers the pixels whose centres fall in its xy cell (at least the pixel holding the
@@ -442,7 +457,7 @@ def rasterize_columns(
     """
     H, W = top_z.shape
     for v in range(n):
-        if vox_i[v, 0] <= 0:
+        if vox_i[v, 0] <= 0 or vox_i[v, 0] < min_hits:
             continue
         zc = (vox_ijk[v, 2] + 0.5) * voxel
         if zc >= z_max:

@@ -190,20 +190,19 @@ class MemoryAnswerer:
 
     @staticmethod
     def _object_of_category(memory: SpatialMemory, category: str):
-        """The memory's object of a category; with a detector (duplicates and false positives kept apart,
-        not hidden) the most often detected of those confirmed."""
+        """The memory's object of a category. With a detector (duplicates, false positives and confused
+        labels kept apart, not hidden): the object most often detected *as* that category, confirmed
+        objects first (a similar object confused now and then collects fewer such detections)."""
         if memory.config.association == "instance":
             return memory.object(category)
-        same = [o for o in memory.objects() if o.category == category]
-        if same:
-            return max(same, key=lambda o: (o.n_observations, o.n_points))
-        # none confirmed: the question says one exists; the object detected as it most often, if any
         reg = memory.registry
+        confirmed, support = reg.confirmed(), reg.support()
         alive = [o for o in range(len(reg)) if reg.a["alias"][o] < 0 and reg.votes[o].get(category, 0) > 0]
         if not alive:
             raise KeyError(category)
-        support = reg.support()
-        return reg.view(max(alive, key=lambda o: (reg.votes[o][category], support[o])))
+        return reg.view(
+            max(alive, key=lambda o: (reg.votes[o][category] >= 2, reg.votes[o][category], confirmed[o], support[o]))
+        )
 
     def _visual_target_by_id(self, question, memory, stream, boxes) -> np.ndarray:
         votes: dict[int, int] = {}

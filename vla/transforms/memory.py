@@ -49,8 +49,14 @@ BASE_ACTIONS = ("forward_m", "left_m", "yaw_rad")  # a mobile base's action name
 # the memory's settings for each perception profile (tuned on the val split, docs/GST.md): with frame-local
 # ids, objects are associated by category and 3D proximity
 # a detector's ids are frame-local: objects by category and proximity, confirmed by repeated detections; noisy
-# depth scatters voxels around surfaces: a wall pixel needs 5 of the 12 voxels of the wall band
-_DETECTOR = {"association": "proximity", "min_observations": 2, "min_support": 0.25, "map": {"min_wall_voxels": 5}}
+# depth scatters voxels around surfaces: a voxel shows on the maps from 2 hits, a wall pixel needs 5 of the 12
+# voxels of the wall band, and walls are thinned to the ridge of their voxel density
+_DETECTOR = {
+    "association": "proximity",
+    "min_observations": 2,
+    "min_support": 0.25,
+    "map": {"min_wall_voxels": 5, "min_hits": 2, "wall_ridge": True},
+}
 PERCEPTION_MEMORY: dict[str, dict[str, Any]] = {
     "gt": {},
     # the drift correction's prior is the odometry's specification (what the robot knows of its own sensors)
