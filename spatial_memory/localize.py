@@ -83,6 +83,7 @@ class LocalizeConfig:
     margin_geometry: float = 0.1  # score margin over the runner-up that makes a pose certain (no object matched)
     margin_objects: float = 0.05  # ... with objects matched
     min_object_pixels: int = 20  # at 256x256; scaled with the image area
+    scan_block_median: bool = False  # noisy depth: a scan pixel is the median of its block, not one reading
 
 
 @dataclass(frozen=True, eq=False)
@@ -279,14 +280,14 @@ def _verify(
         hit = vi >= 0
         if hit.any():
             hits = idx.voxels.field("hits")
-            hit[hit] = hits[vi[hit]] > 0
+            hit[hit] = hits[vi[hit]] >= idx.min_hits
         f_st = float(hit.mean())
     f_near = 0.0
     if near and scan.near is not None and len(scan.near):
         vi = idx.voxels.lookup(scan.near @ R.T + t)
         hit = vi >= 0
         if hit.any():
-            hit[hit] = idx.voxels.field("hits")[vi[hit]] > 0
+            hit[hit] = idx.voxels.field("hits")[vi[hit]] >= idx.min_hits
         f_near = float(hit.mean())
         f_st = max(f_st, f_near)
     sem = np.nan

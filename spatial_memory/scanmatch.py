@@ -44,7 +44,8 @@ class MapIndex:
         self.n_traj = len(T)
         self.R_tilt, self.height = _tilt_prior(T)
         self.T_last = T[-1].copy() if len(T) else None
-        occ = vox.occupied() if len(vox) else np.zeros(0, dtype=bool)
+        self.min_hits = int(mem.config.map.min_hits)  # what the maps show (noisy depth: stray single hits do not)
+        occ = vox.field("hits") >= self.min_hits if len(vox) else np.zeros(0, dtype=bool)
         c = vox.centres()[occ] if occ.any() else np.zeros((0, 3))
         lab = vox.field("label")[occ] if occ.any() else np.zeros(0, dtype=np.int32)
         struct = (c[:, 2] > cfg.floor_clearance) & (c[:, 2] < self.ceiling)
@@ -189,6 +190,8 @@ def view_scan(frame: CameraFrame, idx: MapIndex, cfg: "LocalizeConfig") -> Scan:
     H, W = frame.depth.shape
     s = max(1, int(np.ceil(max(H, W) / cfg.scan_pixels)))
     depth = frame.depth[s // 2 :: s, s // 2 :: s].astype(np.float64)
+    if cfg.scan_block_median and s > 1:  # noisy depth: each scan pixel is the median of its s x s block
+        depth = _block_median(frame.depth, s, depth.shape)
     h, w = depth.shape
     v, u = np.mgrid[0:h, 0:w].astype(np.float64)
     u, v = u * s + s // 2, v * s + s // 2
@@ -252,6 +255,22 @@ def view_scan(frame: CameraFrame, idx: MapIndex, cfg: "LocalizeConfig") -> Scan:
     near = np.concatenate(near) if near else np.zeros((0, 3))
     near = near[_voxel_first(near, cfg.scan_voxel / 2)]
     return Scan(ps, ns, ins, free, objects, int(valid.sum()), near=near)
+
+
+def _block_median(depth: np.ndarray, s: int, shape: tuple[int, int]) -> np.ndarray:
+    """Median of the valid depth readings of each s x s block (NaN where a block has fewer than half)."""
+    h, w = shape
+    d = np.asarray(depth[: h * s, : w * s], dtype=np.float64)
+    d = np.where(np.isfinite(d) & (d > 0), d, np.nan)
+    if d.shape != (h * s, w * s):  # the image does not tile: pad with no readings
+        pad = np.full((h * s, w * s), np.nan)
+        pad[: d.shape[0], : d.shape[1]] = d
+        d = pad
+    blocks = d.reshape(h, s, w, s).transpose(0, 2, 1, 3).reshape(h, w, s * s)
+    enough = np.isfinite(blocks).sum(axis=2) >= (s * s) / 2
+    with np.errstate(all="ignore"):
+        med = np.nanmedian(np.where(enough[..., None], blocks, 0.0), axis=2)
+    return np.where(enough, med, np.nan)
 
 
 def _voxel_first(p: np.ndarray, size: float) -> np.ndarray:

@@ -141,8 +141,13 @@ class MemoryAnswerer:
         if question.current_pose is not None:
             return memory.to_memory_frame(np.asarray(question.current_pose, dtype=np.float64))
         view: CameraFrame = question.get("current_sensors")
-        loc = memory.localize(view)
-        return loc.T_world_cam
+        return self._localize(memory, view).T_world_cam
+
+    def _localize(self, memory: SpatialMemory, view: CameraFrame):
+        from spatial_memory import LocalizeConfig
+        from vla.transforms.memory import PERCEPTION_LOCALIZE
+
+        return memory.localize(view, LocalizeConfig(**PERCEPTION_LOCALIZE.get(self.cfg.perception, {})))
 
     def _stream_poses(self, question: Question, memory: SpatialMemory) -> np.ndarray:
         """The memory's pose of every frame of the question's stream (corrected for drift)."""
@@ -301,7 +306,7 @@ class MemoryAnswerer:
         if mid_episode or self.cfg.perception == "gt":
             return np.array([memory.to_memory_frame(f.T_world_cam, f.step) for f in clip])
         picks = sorted({int(round(x)) for x in np.linspace(0, len(clip) - 1, min(self.cfg.clip_views, len(clip)))})
-        locs = [(i, memory.localize(clip[i])) for i in picks]
+        locs = [(i, self._localize(memory, clip[i])) for i in picks]
         hyps = [(loc.T_world_cam @ np.linalg.inv(clip[i].T_world_cam), loc.confidence, i) for i, loc in locs]
 
         def agree(H, i, loc) -> bool:

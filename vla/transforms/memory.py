@@ -85,6 +85,15 @@ PERCEPTION_MEMORY: dict[str, dict[str, Any]] = {
 }
 
 
+# localisation of views without a pose under each profile (LocalizeConfig fields): noisy depth spreads the
+# view's points around surfaces, so a scan pixel is a block median and the tolerances widen with the noise
+PERCEPTION_LOCALIZE: dict[str, dict[str, Any]] = {
+    "gt": {},
+    "realistic": {"scan_block_median": True},
+    "harsh": {"scan_block_median": True, "inlier_m": 0.15, "likelihood_sigma": 0.15, "free_gap": 0.5},
+}
+
+
 def memory_config_for(perception: str, tabletop: bool = False, overrides: dict[str, Any] | None = None) -> MemoryConfig:
     """The memory for a perception profile (``PERCEPTION_MEMORY``), apartment or tabletop scale, with
     ``overrides`` (fields of :class:`MemoryConfig`) on top."""
