@@ -139,14 +139,12 @@ class DetectorEvidence:
         if no < 3:
             return
         P = a["points"][o, :no]
-        diag_o = float(np.linalg.norm(a["size"][o]))
+        diag = np.linalg.norm(a["size"][:n], axis=1)
         vol_o = float(np.prod(np.maximum(a["size"][o], 0.02)))
-        for p in range(n):
-            if p == o or a["alias"][p] >= 0 or a["npts"][p] < 3:
-                continue
-            gap = float(np.linalg.norm(a["center"][p] - a["center"][o]))
-            if gap > 0.5 * (diag_o + float(np.linalg.norm(a["size"][p]))):
-                continue
+        gap = np.linalg.norm(a["center"][:n] - a["center"][o], axis=1)
+        near = (gap <= 0.5 * (diag[o] + diag)) & (a["alias"][:n] < 0) & (a["npts"][:n] >= 3)
+        near[o] = False
+        for p in np.flatnonzero(near).tolist():
             Q = a["points"][p, : int(a["npts"][p])]
             in_p = inside_box(P, a["center"][p], a["size"][p], a["yaw"][p], 0.05)
             in_o = inside_box(Q, a["center"][o], a["size"][o], a["yaw"][o], 0.05)
