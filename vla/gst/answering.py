@@ -196,8 +196,9 @@ class MemoryAnswerer:
     @staticmethod
     def _object_of_category(memory: SpatialMemory, category: str):
         """The memory's object of a category. With a detector (duplicates, false positives and confused
-        labels kept apart, not hidden): the object most often detected *as* that category, confirmed
-        objects first (a similar object confused now and then collects fewer such detections)."""
+        labels kept apart, not hidden): an object whose majority label it is, detected as it at least
+        twice, first; then the one most often detected *as* that category (a similar object confused now
+        and then collects fewer such detections), confirmed before unconfirmed."""
         if memory.config.association == "instance":
             return memory.object(category)
         reg = memory.registry
@@ -205,9 +206,12 @@ class MemoryAnswerer:
         alive = [o for o in range(len(reg)) if reg.a["alias"][o] < 0 and reg.votes[o].get(category, 0) > 0]
         if not alive:
             raise KeyError(category)
-        return reg.view(
-            max(alive, key=lambda o: (reg.votes[o][category] >= 2, reg.votes[o][category], confirmed[o], support[o]))
-        )
+
+        def rank(o: int) -> tuple:
+            n, mine = reg.votes[o][category], reg.categories[o] == category
+            return (mine and n >= 2, mine, n >= 2, n, confirmed[o], support[o])
+
+        return reg.view(max(alive, key=rank))
 
     def _visual_target_by_id(self, question, memory, stream, boxes) -> np.ndarray:
         votes: dict[int, int] = {}
