@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.setup-done
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: setup demo test test-slow bench check-assets clean
+.PHONY: setup browser demo test test-slow lint bench check-assets clean
 
 setup: $(STAMP)
 
@@ -22,11 +22,25 @@ $(STAMP): requirements.lock pyproject.toml
 demo: setup
 	$(PY) -m vla.demo
 
-test: setup
+# The live-page test (tests/test_serve_rollout.py) drives Debian's headless Chromium. Install it
+# where apt-get is available as root (CI's machine); elsewhere that one test skips, saying why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo "make: installing Debian's chromium for the live-page test"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
+	      || echo "make: could not install chromium: the live-page test will skip"; \
+	  else echo "make: no chromium and no apt-get as root: the live-page test will skip"; fi; }
+
+test: setup browser
 	$(PY) -m pytest -q
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 check-assets: setup
 	$(PY) -m envs.libero.assets --full

@@ -73,7 +73,9 @@ class QuestionSource(Protocol):
     ``cache`` is a dict the caller keeps for one episode (maps, say). ``tds_pool``: scene name ->
     level -> ground-truth map, the scene's own and some distractors (empty: no TDS questions).
     ``offline_material``: an exploration of the scene from the env's current pose (``offline``
-    families only; the others raise ``ValueError``). ``scene_name``: a stable name.
+    families only; the others raise ``ValueError``). ``offline_tasks``: the env config and the
+    ``(task id, scene name)`` pairs of ``n`` scenes of ``split`` from the ``first`` (what ``vla-gst
+    generate`` iterates over; ``offline`` families only). ``scene_name``: a stable name.
     """
 
     subtasks: tuple[str, ...]
@@ -86,5 +88,9 @@ class QuestionSource(Protocol):
     def tds_pool(self, env: Any, cache: dict) -> dict[str, dict[str, np.ndarray]]: ...
 
     def offline_material(self, env: Any, name: str, stride: int = 2, seed: int = 0) -> SceneMaterial: ...
+
+    def offline_tasks(
+        self, env_cfg: dict[str, Any], split: str, first: int, n: int
+    ) -> tuple[dict[str, Any], list[tuple[int, str]]]: ...
 
     def scene_name(self, env: Any) -> str: ...

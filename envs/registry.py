@@ -4,12 +4,16 @@ A family registers itself with :func:`register`; its module is imported lazily t
 name is used, so ``import envs`` stays cheap and optional simulators (OmniGibson) cost nothing
 until asked for. A family's config is a plain dict (the ``env`` Hydra group, ``name`` selects the
 family); unknown keys are rejected by the family with the list of valid ones.
+
+A family whose simulator may be missing (OmniGibson needs Isaac Sim) declares
+:class:`RequiresSimulator`; :func:`require` lets an entry point fail at once, with the family's own
+message and install steps, before it plans any work.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from .base import TaskInfo, VLAEnv
 
@@ -22,10 +26,19 @@ class EnvFamily(Protocol):
     def make(self, cfg: dict[str, Any], task_id: int) -> VLAEnv: ...
 
 
+@runtime_checkable
+class RequiresSimulator(Protocol):
+    """A family whose simulator may not be installed: ``require(cfg)`` raises a ``ValueError`` saying how to
+    install it (without importing the simulator itself)."""
+
+    def require(self, cfg: dict[str, Any]) -> None: ...
+
+
 # name -> "module:attribute" of an EnvFamily factory (imported on first use)
 _LAZY: dict[str, str] = {
     "libero": "envs.libero.family:LiberoFamily",
     "house": "envs.house.family:HouseFamily",
+    "omnigibson": "envs.omnigibson.family:OmniGibsonFamily",
 }
 _FAMILIES: dict[str, EnvFamily] = {}
 
@@ -57,6 +70,13 @@ def _split(cfg: dict[str, Any]) -> tuple[EnvFamily, dict[str, Any]]:
         raise ValueError(f"env config needs a 'name' (one of {names()}), got keys {sorted(cfg)}")
     rest = {k: v for k, v in cfg.items() if k != "name"}
     return family(cfg["name"]), rest
+
+
+def require(cfg: dict[str, Any]) -> None:
+    """Fail now (``ValueError`` with the install steps) if the family's simulator is missing; no-op otherwise."""
+    fam, rest = _split(cfg)
+    if isinstance(fam, RequiresSimulator):
+        fam.require(rest)
 
 
 def list_tasks(cfg: dict[str, Any]) -> list[TaskInfo]:

@@ -5,6 +5,7 @@ Pure geometry: numpy and numba, nothing from a simulator or a model. Modules, on
 (sparse voxel hash), ``objects`` (object registry), ``memory`` (``SpatialMemory``), ``topdown``
 (``TopDownFrame``: world <-> map pixels <-> point grid), ``maps`` (what the memory's maps show),
 ``draw`` (map drawing shared with the environments), ``pose`` (what a camera pose answers),
+``lattice`` (world xy <-> 2D grid cells), ``queries`` (occupancy and category lookups for planners),
 ``localize`` (pose of a view that comes without one), ``register`` (the memory's map against a given
 top-down image), ``serialization`` (file format), ``synthetic`` (box scenes and a ray caster), ``noise``
 (perception-noise harness).
@@ -29,6 +30,7 @@ from .localize import LocalizeConfig, Localization
 from .maps import MapConfig, MapLayers
 from .memory import MemoryConfig, Pose, SpatialMemory
 from .objects import MemoryObject
+from .queries import Occupancy2D, OccupancyBands, normalise_category
 from .register import RegisterConfig, TopDownRegistration
 from .topdown import LEVELS, TopDownFrame
 
@@ -39,6 +41,9 @@ __all__ = [
     "MapConfig",
     "MapLayers",
     "MemoryObject",
+    "Occupancy2D",
+    "OccupancyBands",
+    "normalise_category",
     "Pose",
     "TopDownFrame",
     "LEVELS",

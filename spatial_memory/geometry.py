@@ -8,6 +8,8 @@ positive, wrapped to (-180, 180].
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -121,6 +123,13 @@ def wrap_deg(angle: np.ndarray | float) -> np.ndarray | float:
 
 def wrap_angle(angle: np.ndarray | float) -> np.ndarray | float:
     """Wrap radians to (-pi, pi], the same half-open range as :func:`wrap_deg` (pi stays pi, -pi becomes pi)."""
+    if isinstance(angle, (float, int)):  # the scalar fast path (control loops call this every step)
+        a = float(angle)
+        if -math.pi < a <= math.pi:
+            return a
+        a = math.fmod(a + math.pi, 2 * math.pi)
+        a = a + 2 * math.pi if a <= 0 else a
+        return a - math.pi
     x = np.asarray(angle, dtype=np.float64)
     a = np.mod(x + np.pi, 2 * np.pi) - np.pi
     a = np.where(a <= -np.pi, a + 2 * np.pi, a)

@@ -16,6 +16,9 @@ Queries use DESIGN §4's conventions: egocentric direction 0 = straight ahead, l
 
 The memory lives in whatever frame its poses are in (the robot's odometry frame), floor at z = 0.
 Thread safety: one writer; other threads read a :meth:`snapshot`, which is copied under a lock.
+:attr:`version` changes with every change of the contents (integrate, integrate_boxes, load), so
+caches of derived results can live outside the memory. Planners read :meth:`occupancy2d`,
+:meth:`occupancy_extent` and :meth:`objects_by_category` (:mod:`.queries`).
 
 Views without a pose and maps without a frame: :meth:`localize` (:mod:`.localize`) estimates the
 pose of a frame from the depth and objects it shows; :meth:`register_topdown` (:mod:`.register`)
@@ -24,8 +27,9 @@ finds the similarity from the memory's frame to a given top-down image. Both onl
 
 from __future__ import annotations
 
+import itertools
 import threading
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -34,98 +38,25 @@ import numpy as np
 from . import _kernels as kern
 from . import serialization
 from .draw import BLUE, GREEN, RED, compose_level, draw_arrow, draw_disk, draw_polyline
-from .drift import DriftConfig, DriftCorrector
+from .drift import DriftCorrector
 from .evidence import depth_consistent
 from .frame import CameraFrame
 from .geometry import as_pose, egocentric_bearing, invert_T, vst_box_to_camera
 from .localize import LocalizeConfig, Localization
 from .localize import localize as _localize
 from .maps import MapConfig, MapLayers, map_layers
+from .memory_config import MemoryConfig
 from .pose import CameraPose
-from .objects import ASSOCIATIONS, MemoryObject, ObjectRegistry
+from .lattice import CellLattice
+from .objects import MemoryObject, ObjectRegistry
+from .queries import Occupancy2D, OccupancyBands, normalise_category, occupancy2d, occupancy_extent
 from .register import RegisterConfig, TopDownRegistration
 from .register import register_topdown as _register_topdown
 from .topdown import LEVELS, TopDownFrame
 from .voxels import VoxelMap
 
 FORMAT = "spatial_memory/1"
-
-
-@dataclass(frozen=True)
-class MemoryConfig:
-    """Every knob of the memory (saved with it).
-
-    voxel_size: metres. min_depth/max_depth: depth readings used, metres. pixel_stride: use every
-    n-th row and column. association: ``"instance"`` (stable mask ids) or ``"proximity"``
-    (detector mode). assoc_distance: metres, the least radius within which an observation joins an
-    object of its category in proximity mode. min_support / min_observations: detector mode, what
-    confirms an object (:mod:`.objects`: detections per chance to be detected, detections).
-    max_points / points_per_frame: object sample bounds.
-    carve_every: carve voxels every n frames (0 = never; object samples are carved every frame).
-    carve_margin: (metres, fraction of depth) beyond a point before depth counts as seeing through
-    it. structure_categories: labels that are scene structure, not objects. map: what the
-    top-down maps show. drift: register every frame to the map before fusing it and correct the
-    odometry (:class:`.drift.DriftConfig`; None = trust the poses as given).
-    """
-
-    voxel_size: float = 0.05
-    min_depth: float = 0.05
-    max_depth: float = 20.0
-    pixel_stride: int = 1
-    association: str = "instance"
-    assoc_distance: float = 0.3
-    min_support: float = 0.0
-    min_observations: int = 1
-    max_points: int = 256
-    points_per_frame: int = 32
-    carve_every: int = 4
-    carve_margin: tuple[float, float] = (0.1, 0.03)
-    structure_categories: tuple[str, ...] = ("wall", "floor", "ceiling", "background")
-    colour_weight_max: float = 64.0
-    seed: int = 0
-    map: MapConfig = field(default_factory=MapConfig)
-    drift: DriftConfig | None = None  # drift correction (frame-to-model registration, :mod:`.drift`); None = off
-
-    def __post_init__(self) -> None:
-        if not (np.isfinite(self.voxel_size) and self.voxel_size > 0):
-            raise ValueError(f"MemoryConfig.voxel_size must be a positive number of metres, got {self.voxel_size!r}")
-        if not (0 <= self.min_depth < self.max_depth and np.isfinite(self.max_depth)):
-            raise ValueError(
-                f"MemoryConfig needs 0 <= min_depth < max_depth < inf, got {self.min_depth}, {self.max_depth}"
-            )
-        if int(self.pixel_stride) < 1 or int(self.carve_every) < 0:
-            raise ValueError("MemoryConfig needs pixel_stride >= 1 and carve_every >= 0")
-        if self.association not in ASSOCIATIONS:
-            raise ValueError(f"MemoryConfig.association must be one of {ASSOCIATIONS}, got {self.association!r}")
-        if isinstance(self.drift, dict):
-            object.__setattr__(self, "drift", DriftConfig.from_dict(self.drift))
-        if isinstance(self.map, dict):
-            object.__setattr__(
-                self, "map", MapConfig(**{**self.map, "wall_band": tuple(self.map.get("wall_band", (1.2, 1.8)))})
-            )
-        object.__setattr__(self, "carve_margin", tuple(float(m) for m in self.carve_margin))
-        object.__setattr__(self, "structure_categories", tuple(self.structure_categories))
-
-    @classmethod
-    def tabletop(cls, **overrides) -> "MemoryConfig":
-        """Defaults for LIBERO-scale scenes (about 1 m): 1 cm voxels, depth up to 3 m, 2 cm carve margin."""
-        base = dict(voxel_size=0.01, min_depth=0.02, max_depth=3.0, assoc_distance=0.03, carve_margin=(0.02, 0.02))
-        return cls(**{**base, **overrides})
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["map"] = self.map.to_dict()
-        d["drift"] = None if self.drift is None else self.drift.to_dict()
-        d["carve_margin"] = list(self.carve_margin)
-        d["structure_categories"] = list(self.structure_categories)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "MemoryConfig":
-        d = dict(d)
-        d["carve_margin"] = tuple(d.get("carve_margin", (0.1, 0.03)))
-        d["structure_categories"] = tuple(d.get("structure_categories", ()))
-        return cls(**d)
+_VERSIONS = itertools.count(1)  # one sequence for every memory of the process: a version names one state
 
 
 @dataclass(frozen=True, eq=False)
@@ -154,6 +85,7 @@ class SpatialMemory:
         self.drift = DriftCorrector(cfg.drift) if cfg.drift is not None else None
         self._n_traj = 0
         self._n_frames = 0
+        self._version = next(_VERSIONS)
         self._lock = threading.Lock()
         self.read_only = False
 
@@ -179,6 +111,13 @@ class SpatialMemory:
     def n_frames(self) -> int:
         return self._n_frames
 
+    @property
+    def version(self) -> int:
+        """A number that grows with every change (integrate, integrate_boxes, load). Versions come from
+        one counter for every memory of the process, so equal versions mean equal contents: a
+        :meth:`snapshot` keeps the version of the state it copied. Key caches on it, not on ``id``."""
+        return self._version
+
     def _writable(self) -> None:
         if self.read_only:
             raise RuntimeError("this SpatialMemory is a read-only snapshot; integrate into the live memory")
@@ -198,6 +137,7 @@ class SpatialMemory:
             )
         with self._lock:
             self._writable()
+            self._version = next(_VERSIONS)  # first: a failed integration still counts as a change
             self._integrate(frame, record_pose)
 
     def _instance_slots(self, frame: CameraFrame) -> tuple[np.ndarray, list[int], list[str]]:
@@ -318,6 +258,7 @@ class SpatialMemory:
         out = []
         with self._lock:
             self._writable()
+            self._version = next(_VERSIONS)
             for cat, box9 in items:
                 c_cam, size, R_cam_box = vst_box_to_camera(box9)
                 c_world = T_world_cam[:3, :3] @ c_cam + T_world_cam[:3, 3]
@@ -360,6 +301,34 @@ class SpatialMemory:
     def object(self, target: str | int) -> MemoryObject:
         """One object by memory id, by a category unique in memory, or by instance id (int)."""
         return self.registry.view(self.registry.resolve(target))
+
+    def objects_by_category(self, category: str) -> list[MemoryObject]:
+        """The objects whose category matches ``category`` after :func:`.queries.normalise_category`
+        (``"teddy bear"`` finds ``teddy_bear``), in memory order; [] when there is none."""
+        key = normalise_category(category)
+        return [self.registry.view(o) for o, c in enumerate(self.registry.categories) if normalise_category(c) == key]
+
+    def occupancy2d(
+        self,
+        lattice: CellLattice,
+        shape: tuple[int, int],
+        bands: OccupancyBands | None = None,
+        offset: tuple[int, int] = (0, 0),
+        exclude: str | int | None = None,
+    ) -> Occupancy2D:
+        """Floor, obstacle and height layers (:class:`.queries.Occupancy2D`) of the cells
+        ``offset + [0, shape)`` of ``lattice`` (x0, y0, resolution), from the occupied voxels in the
+        height ``bands``; the voxels of object ``exclude`` (an id, see :meth:`object`) are left out of
+        the height. See :mod:`.queries`."""
+        skip = -1 if exclude is None else self.registry.resolve(exclude)
+        return occupancy2d(self.voxels, lattice, shape, bands or OccupancyBands(), offset, skip)
+
+    def occupancy_extent(
+        self, lattice: CellLattice, shape: tuple[int, int], bands: OccupancyBands | None = None
+    ) -> tuple[int, int, int, int] | None:
+        """(row_min, row_max, col_min, col_max), inclusive, of the cells of ``lattice`` in ``[0, shape)``
+        that :meth:`occupancy2d` would mark floor or obstacle; None when there is none."""
+        return occupancy_extent(self.voxels, lattice, shape, bands or OccupancyBands())
 
     def agent_pose(self) -> Pose:
         """The latest camera pose of the trajectory."""
@@ -512,6 +481,7 @@ class SpatialMemory:
             raise ValueError(f"trajectory arrays malformed: traj_odom {T_odom.dtype} {T_odom.shape}")
         mem._traj_T, mem._traj_odom, mem._traj_step, mem._n_traj = T.copy(), T_odom.copy(), steps.copy(), len(T)
         mem._n_frames = n_frames
+        mem._version = next(_VERSIONS)
         return mem
 
     def save(self, path: str | Path) -> Path:
@@ -537,7 +507,7 @@ class SpatialMemory:
             snap.registry = self.registry.copy()
             snap._traj_T, snap._traj_step = self.trajectory()
             snap._traj_odom = self._traj_odom[: self._n_traj].copy()
-            snap._n_traj, snap._n_frames = self._n_traj, self._n_frames
+            snap._n_traj, snap._n_frames, snap._version = self._n_traj, self._n_frames, self._version
             snap.drift = None if self.drift is None else self.drift.copy()
         snap.read_only = True
         return snap

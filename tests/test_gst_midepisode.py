@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -94,37 +96,78 @@ def test_memory_agent_answers_from_its_own_map(episode):
     assert np.mean(scores) >= 0.8, result.extra["gst"]
 
 
-def test_cli_writes_questions_once_and_resumes(tmp_path):
-    out = tmp_path / "mid"
-    cmd = [
-        sys.executable,
-        "-m",
-        "vla.cli.rollout",
+def _jsonl(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_killed_run_resumes_asking_exactly_the_missing_questions(tmp_path):
+    """vla-rollout killed with SIGKILL while its second episode runs, then resumed: its gst.jsonl holds
+    the same questions and answers as an uninterrupted run's, each once, the first episode's untouched.
+    Two apartments, so the TDS distractor pool of the second one must not depend on what ran before."""
+    args = [
         "env=house",
-        f"env.seed={SEED}",
+        "env.split=test",
+        "env.num_scenes=2",
         "env.max_steps=21",
-        "env.num_trials=2",
-        "eval.trials_per_task=2",
+        "eval.tasks=[0,1]",
+        "eval.trials_per_task=1",
         "agent=random",
         "gst.at=[20]",
         "gst.subtasks=[EDs,GPs,TDS-M]",
         "eval.workers=0",
         "progress=false",
-        f"out={out}",
     ]
-    for _ in range(2):  # the second run finds everything done and must not ask again
-        proc = subprocess.run(cmd, cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [json.loads(line) for line in (out / "gst.jsonl").read_text().splitlines()]
-    episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
-    assert len(episodes) == 2
-    assert len(rows) == len({r["id"] for r in rows}) == sum(e["gst"]["questions"] for e in episodes)
-    assert {r["subtask"] for r in rows} <= {"EDs", "GPs", "TDS-M"} and all(r["step"] == 20 for r in rows)
+
+    def cmd(out):
+        return [sys.executable, "-m", "vla.cli.rollout", *args, f"out={out}"]
+
+    ref = subprocess.run(cmd(tmp_path / "ref"), cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=600)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    reference = _jsonl(tmp_path / "ref" / "gst.jsonl")
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen(cmd(out), cwd=ROOT, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    episodes = out / "episodes.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (episodes.exists() and episodes.read_text().count("\n") >= 1):
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    finished = {(e["task_id"], e["trial"]) for e in _jsonl(episodes)}
+    assert finished == {(0, 0)}, "the kill came too late: the second episode had finished"
+    kept = []  # the finished episode's rows come first (the episode in flight may have written some: they must go)
+    for line in (out / "gst.jsonl").read_text().splitlines():
+        try:
+            if (json.loads(line)["task_id"], json.loads(line)["trial"]) not in finished:
+                break
+        except ValueError:  # a torn last line
+            break
+        kept.append(line)
+    assert kept
+
+    r = subprocess.run(cmd(out), cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = (out / "gst.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert lines[: len(kept)] == kept  # the finished episode's questions stay as they were, first
+    asked = rows[len(kept) :]
+    assert {(x["task_id"], x["trial"]) for x in asked} == {(1, 0)}  # only the missing episode's questions
+    assert len({x["id"] for x in rows}) == len(rows)  # nothing twice
+
+    def content(x):
+        return json.dumps({k: x[k] for k in ("id", "prompt", "answer", "prediction", "parsed", "score", "meta")})
+
+    assert sorted(map(content, rows)) == sorted(map(content, reference))
+    eps = _jsonl(episodes)
+    assert sorted((e["task_id"], e["trial"]) for e in eps) == [(0, 0), (1, 0)]
+    assert len(rows) == sum(e["gst"]["questions"] for e in eps)
+    assert {x["subtask"] for x in rows} == {"EDs", "GPs", "TDS-M"} and all(x["step"] == 20 for x in rows)
     summary = json.loads((out / "summary.json").read_text())
     assert sum(summary["gst"]["count"].values()) == len(rows)
     assert summary["gst"]["overall"] == pytest.approx(
         np.mean(
-            [100 * np.mean([r["score"] for r in rows if r["subtask"] == c]) for c in summary["gst"]["per_subtask"]]
+            [100 * np.mean([x["score"] for x in rows if x["subtask"] == c]) for c in summary["gst"]["per_subtask"]]
         ),
         abs=0.01,
     )
@@ -179,6 +222,11 @@ def test_registration_is_redone_when_the_live_memory_grows():
     later = answerer.registration(mem, image, "medium")
     assert later is not early
     assert later.score >= early.score - 0.05  # the fuller memory explains the map at least as well
+    assert answerer.registration(mem.snapshot(), image, "medium") is later  # a snapshot is the same state
+    # detector boxes change the memory without a frame: the cache must notice that too
+    n = mem.n_frames
+    mem.integrate_boxes([("sofa", [0.0, 0.0, 2.0, 1.0, 0.5, 0.8, 0.0, 0.0, 0.0])], tour[-1], step=n)
+    assert mem.n_frames == n and answerer.registration(mem, image, "medium") is not later
 
 
 def test_targets_missing_from_the_registry_are_located_from_their_pixels(episode):

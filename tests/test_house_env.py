@@ -267,17 +267,43 @@ def test_trials_are_deterministic(env):
     assert len(starts) == 5
 
 
+def _box_distance(box, xy: np.ndarray) -> np.ndarray:
+    """Horizontal distance from points (N, 2) to an oriented box's footprint, in the box's own frame."""
+    d = (np.asarray(xy, dtype=np.float64) - box.center[:2]) @ np.asarray(box.R)[:2, :2]
+    gap = np.maximum(np.abs(d) - np.asarray(box.size)[:2] / 2, 0.0)
+    return np.hypot(gap[:, 0], gap[:, 1])
+
+
 def test_success_needs_distance_and_visibility(env):
+    """Poses chosen from the scene truth alone (the target's box, free cells), the target's pixels
+    counted in the ego image: success exactly when near (<= success_radius_m) and visible."""
     env.reset(options={"trial": 0})
-    item = env.target_item
-    goal = env.episode.goal_cells[len(env.episode.goal_cells) // 2]
-    xy = env.scene.grid.cell_to_world(goal)
-    c = item.box().center
-    facing = math.atan2(c[1] - xy[1], c[0] - xy[0])
-    _, info = env.reset(options={"trial": 0, "start": [xy[0], xy[1], facing]})
-    assert info["target_distance_m"] <= 1.0 and info["target_visible_fraction"] > 0.001
-    assert info["success"]
-    _, info = env.reset(options={"trial": 0, "start": [xy[0], xy[1], facing + math.pi]})  # looking away
+    truth = env.scene_truth()
+    obj = truth.object(env.episode.target_id)
+    cells = np.argwhere(env.scene.main_component)
+    xy = truth.navigable.cell_to_world(cells)
+    dist = _box_distance(obj.box, xy)
+    radius, min_frac = env.cfg.success_radius_m, env.cfg.min_visible_fraction
+    order = np.argsort(np.abs(dist - radius))  # closest to the success radius first
+
+    def visit(lo, hi, turn):
+        """(info, own distance, own visible fraction) at the free cell in [lo, hi] m of the box nearest the
+        radius (facing the box's centre, turned by ``turn``) whose view shows the target clearly, or hides it."""
+        for k in [k for k in order if lo <= dist[k] <= hi][:40]:
+            c = obj.box.center
+            facing = math.atan2(c[1] - xy[k][1], c[0] - xy[k][0]) + turn
+            obs, info = env.reset(options={"trial": 0, "start": [xy[k][0], xy[k][1], facing]})
+            frac = np.mean(obs.cameras["ego"].instance == obj.instance_id)
+            if (frac >= 3 * min_frac) if turn == 0.0 else (frac == 0.0):
+                return info, dist[k], frac
+        pytest.fail(f"no pose {lo}-{hi} m from {obj.id} found")
+
+    info, d, frac = visit(radius - 0.4, radius - 0.05, 0.0)  # near (just inside the radius) and in view
+    assert info["success"] and info["target_distance_m"] == pytest.approx(d, abs=1e-6)
+    assert info["target_visible_fraction"] == pytest.approx(frac)
+    info, d, frac = visit(radius + 0.05, radius + 0.5, 0.0)  # in view, just too far
+    assert not info["success"] and info["target_distance_m"] == pytest.approx(d, abs=1e-6)
+    info, d, frac = visit(0.3, radius - 0.05, math.pi)  # near, looking away
     assert not info["success"] and info["target_visible_fraction"] == 0.0
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envs.house.agent import T_base_cam, T_world_cam, step_pose, wrap_angle
-from envs.house.control import Limits, follow
+from envs.control import BaseLimits, follow
 from envs.house.generator import generate_house
 from envs.house.navgrid import Planner, build_navgrid, rect_cells, segment_cells, segment_free
 
@@ -161,7 +161,7 @@ def test_planner_paths_are_free_and_near_optimal(house):
 @pytest.mark.parametrize("max_left", [0.25, 0.0])  # holonomic and differential-drive-like bases
 def test_follow_reaches_the_waypoints_without_bumping(house, max_left):
     spec, grid, planner = house
-    limits = Limits(0.25, max_left, math.radians(30))
+    limits = BaseLimits(0.25, max_left, math.radians(30))
     main = np.argwhere(grid.free)
     rng = np.random.default_rng(5)
     a, b = main[rng.integers(len(main))], main[rng.integers(len(main))]

@@ -111,7 +111,6 @@ def test_result_is_consistent(world):
     # the camera keeps the tour's height and tilt (the prior for an unknown pose)
     assert loc.T_world_cam[2, 3] == pytest.approx(1.5, abs=0.01)
     assert np.degrees(np.arcsin(-R[2, 2])) == pytest.approx(10.0, abs=0.5)
-    assert loc.seconds < 5.0
 
 
 def test_detector_mode_matches_objects_by_category():
@@ -177,11 +176,16 @@ def test_index_follows_the_memory():
     np.testing.assert_allclose(mem.snapshot().localize(f).T_world_cam, mem.localize(f).T_world_cam)
 
 
-def test_config_is_validated_by_use(world):
+def test_config_knobs_take_effect(world):
     scene, mem, T_ow, _ = world
     f = views(scene, T_ow, np.random.default_rng(9), 1)[0]
-    coarse = mem.localize(f, LocalizeConfig(yaw_step_deg=10.0, candidates=4, refine=2))
-    assert coarse.T_world_cam.shape == (4, 4)
+    coarse = mem.localize(without_pose(f), LocalizeConfig(yaw_step_deg=10.0, candidates=4, refine=2))
+    e_pos, e_yaw = pose_error(coarse.T_world_cam, f.T_world_cam)
+    assert e_pos <= 0.2 and e_yaw <= 5.0, (e_pos, e_yaw)  # a coarser search still lands on the true pose
+    # depth beyond max_range is not used: nothing in this view is within 0.3 m, so nothing is left to match
+    assert not (f.depth < 0.3).any()
+    near = mem.localize(without_pose(f), LocalizeConfig(max_range=0.3))
+    assert near.method == "failed" and not near.ok and "too few valid depth points" in near.reason
 
 
 @pytest.mark.slow

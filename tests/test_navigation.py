@@ -1,4 +1,4 @@
-"""The memory navigator (vla/agents/navigation.py) and the memory agent shell (vla/agents/memory.py).
+"""The memory navigator (vla/agents/navigation/) and the memory agent shell (vla/agents/memory.py).
 
 Planner, frontier and visibility pieces on synthetic grids with known answers; the free-space rays
 and a closed loop on the synthetic two-room apartment of ``spatial_memory.synthetic`` (ray-cast
@@ -9,19 +9,19 @@ real memory, the agent reading nothing but the action space).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from envs.control import BaseLimits, step_towards
 from vla.agents.navigation import (
     GridWindow,
-    Limits,
     MemoryNavigator,
     NavigatorConfig,
     box_distance,
     cost_map,
     dijkstra,
-    drive_action,
     extract_path,
     frontier_clusters,
     frontier_mask,
@@ -30,10 +30,10 @@ from vla.agents.navigation import (
     scan_rays,
     segment_clear,
     visible_points,
-    voxel_layers,
 )
 
-LIMITS = Limits(0.25, 0.25, math.radians(30))
+# the navigator's driving: turn on the spot beyond 40 degrees; without sideways motion, beyond 5
+LIMITS = BaseLimits(0.25, 0.25, math.radians(30), turn_in_place_rad=math.radians(40), align_rad=math.radians(5))
 
 
 # ================================================================== instructions and geometry
@@ -193,35 +193,30 @@ def test_visible_points_fov_and_occlusion():
     assert visible_points(height, win, far, 1.5, target, half)[0] == 2
 
 
-def test_voxel_layers():
-    cfg = NavigatorConfig()
-    win = GridWindow(0.0, 0.0, 0.05, (20, 20))
-    # voxel (i, j, k) has its centre at ((i, j, k) + 0.5) * 0.05
-    ijk = np.array([[2, 3, -1], [5, 5, 0], [5, 5, 10], [7, 8, 30], [9, 9, 60], [11, 11, 12]], dtype=np.int32)
-    hits = np.array([1, 2, 3, 1, 5, 0], dtype=np.int32)
-    label = np.array([-1, -1, -1, 4, -1, -1], dtype=np.int32)
-    obstacle, floor, height = voxel_layers(ijk, hits, label, 0.05, win, cfg)
-    assert floor[3, 2] and floor[5, 5] and floor.sum() == 2
-    assert obstacle[5, 5] and obstacle[8, 7] and obstacle.sum() == 2  # k=60 is above the band, hits=0 is free
-    assert height[8, 7] == pytest.approx(30.5 * 0.05)
-    _, _, h2 = voxel_layers(ijk, hits, label, 0.05, win, cfg, skip_label=4)
-    assert np.isneginf(h2[8, 7])  # the target's own voxels do not occlude it
-
-
-def test_drive_action_limits_and_turns():
+def test_driving_limits_and_turns():
     pose = np.array([0.0, 0.0, 0.0])
-    a = drive_action(pose, np.array([2.0, 0.0]), LIMITS, math.radians(40))
+    a = step_towards(pose, np.array([2.0, 0.0]), LIMITS)
     assert a == pytest.approx([0.25, 0.0, 0.0])
-    a = drive_action(pose, np.array([0.1, 0.0]), LIMITS, math.radians(40))
+    a = step_towards(pose, np.array([0.1, 0.0]), LIMITS)
     assert a == pytest.approx([0.1, 0.0, 0.0])  # never past the target
-    a = drive_action(pose, np.array([-1.0, 0.1]), LIMITS, math.radians(40))
+    a = step_towards(pose, np.array([-1.0, 0.1]), LIMITS)
     assert a[:2] == pytest.approx([0.0, 0.0]) and abs(a[2]) == pytest.approx(math.radians(30))
-    a = drive_action(pose, np.array([1.0, 0.5]), LIMITS, math.radians(40))
+    a = step_towards(pose, np.array([1.0, 0.5]), LIMITS)
     assert 0 < a[0] <= 0.25 and 0 < a[1] <= 0.25 and a[1] / a[0] == pytest.approx(0.5) and a[2] > 0
     # a differential-drive base turns first, then only drives forward
-    diff = Limits(0.25, 0.0, math.radians(30))
-    a = drive_action(pose, np.array([1.0, 0.5]), diff, math.radians(40))
+    diff = replace(LIMITS, max_left=0.0)
+    a = step_towards(pose, np.array([1.0, 0.5]), diff)
     assert a[0] == 0.0 and a[1] == 0.0 and a[2] > 0
+    # the turn-in-place angle is a parameter of the one controller: 50 degrees off the view, the
+    # navigator's 40 turns on the spot, the house expert's default 60 moves while turning
+    off = np.array([math.cos(math.radians(50)), math.sin(math.radians(50))])
+    assert step_towards(pose, off, LIMITS)[:2] == pytest.approx([0.0, 0.0])
+    a = step_towards(pose, off, BaseLimits(0.25, 0.25, math.radians(30)))
+    assert (
+        a[0] == pytest.approx(off[0] * 0.25 / off[1])
+        and a[1] == pytest.approx(0.25)
+        and a[2] == pytest.approx(math.radians(30))
+    )
 
 
 # ================================================================== synthetic apartment

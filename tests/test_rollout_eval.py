@@ -218,8 +218,8 @@ def test_cli_bad_input_is_one_clear_line(args, message):
     assert message in r.stderr and "Traceback" not in r.stderr
 
 
-def test_videos_and_demo_recording(tmp_path):
-    """Rendered episodes: a video per kept episode and HDF5 demos in LIBERO's layout."""
+def test_videos_of_every_episode_and_no_demo_of_a_failed_one(tmp_path):
+    """Rendered random episodes (they fail): a video per episode with videos=all, and record= keeps nothing."""
     env = {"name": "libero", "suite": "libero_object", "resolution": 64, "hard_reset": False, "max_steps": 4}
     spec = EvalSpec(
         env=env,
@@ -231,42 +231,73 @@ def test_videos_and_demo_recording(tmp_path):
         videos="all",
         record=str(tmp_path / "demos"),
     )
-    from vla.rollout import record
-
-    # record every episode, whatever its outcome, to check the layout quickly
-    orig = record.DemoRecorder.on_episode_end
-
-    def keep_all(self, episode, result):
-        result.success = True
-        orig(self, episode, result)
-
-    record.DemoRecorder.on_episode_end = keep_all
-    try:
-        evaluate(spec, progress=False)
-    finally:
-        record.DemoRecorder.on_episode_end = orig
+    evaluate(spec, progress=False)
+    (rec,) = lines(tmp_path / "v" / "episodes.jsonl")
+    assert rec["success"] is False and rec["error"] is None and rec["steps"] == 4
     (video,) = (tmp_path / "v" / "videos").glob("*.mp4")
     frames = imageio.mimread(video)
     assert len(frames) == 5 and frames[0].shape == (64, 128, 3)  # reset + 4 steps, two cameras side by side
+    assert list((tmp_path / "demos").rglob("*.hdf5")) == []  # neither a demo nor a leftover temporary file
+
+
+def test_a_successful_episode_becomes_a_demo_in_libero_layout(tmp_path):
+    """The scripted expert solves libero_object task 3 (unrendered, a few seconds): its episode is kept."""
+    env = {"name": "libero", "suite": "libero_object", "render": False, "hard_reset": False}
+    spec = EvalSpec(
+        env=env,
+        agent={"name": "scripted"},
+        out=str(tmp_path / "e"),
+        tasks=[3],
+        trials_per_task=1,
+        workers=0,
+        record=str(tmp_path / "demos"),
+    )
+    evaluate(spec, progress=False)
+    (rec,) = lines(tmp_path / "e" / "episodes.jsonl")
+    assert rec["success"] is True and rec["error"] is None
+    n = rec["steps"]
     (h5,) = (tmp_path / "demos").glob("*_demo.hdf5")
+    assert h5.name == "pick_up_the_bbq_sauce_and_place_it_in_the_basket_demo.hdf5"
     with h5py.File(h5) as f:
         data = f["data"]
-        assert data.attrs["num_demos"] == 1 and data.attrs["total"] == 4
-        assert "alphabet soup" in data.attrs["language_instruction"]
+        assert data.attrs["num_demos"] == 1 and data.attrs["total"] == n
+        assert "bbq sauce" in data.attrs["language_instruction"]
         assert json.loads(data.attrs["problem_info"])["problem_name"] == "libero_floor_manipulation"
         assert data.attrs["bddl_file_content"].startswith("(define")
         demo = data["demo_0"]
-        assert demo["actions"].shape == (4, 7) and demo["states"].shape[0] == 4
-        obs = demo["obs"]
-        assert obs["agentview_rgb"].shape == (4, 64, 64, 3) and obs["eye_in_hand_rgb"].dtype == np.uint8
-        assert obs["agentview_depth"].shape == (4, 64, 64) and obs["agentview_instance"].dtype == np.int32
-        assert obs["agentview_K"].shape == (4, 3, 3) and obs["eye_in_hand_T_world_cam"].shape == (4, 4, 4)
-        assert (
-            obs["ee_states"].shape == (4, 6)
-            and obs["gripper_states"].shape == (4, 2)
-            and obs["joint_states"].shape == (4, 7)
-        )
-        assert demo["robot_states"].shape == (4, 9)
+        assert demo.attrs["num_samples"] == n and demo["actions"].shape == (n, 7)
+        assert demo["states"].shape[0] == n and demo["robot_states"].shape == (n, 9)
+        np.testing.assert_array_equal(demo["dones"][:], [0] * (n - 1) + [1])  # it succeeded at its last step
         np.testing.assert_array_equal(demo.attrs["init_state"], demo["states"][0])
+        obs = demo["obs"]
+        assert obs["ee_states"].shape == (n, 6) and obs["gripper_states"].shape == (n, 2)
+        assert obs["joint_states"].shape == (n, 7)
+
+
+@pytest.mark.slow
+def test_rendered_demos_keep_every_camera_stream(tmp_path):
+    """A rendered expert episode (~1 min here): images, depth, masks and camera matrices per step."""
+    env = {"name": "libero", "suite": "libero_object", "resolution": 64, "hard_reset": False}
+    spec = EvalSpec(
+        env=env,
+        agent={"name": "scripted"},
+        out=str(tmp_path / "e"),
+        tasks=[3],
+        trials_per_task=1,
+        workers=0,
+        record=str(tmp_path / "demos"),
+    )
+    evaluate(spec, progress=False)
+    (rec,) = lines(tmp_path / "e" / "episodes.jsonl")
+    assert rec["success"] is True, rec
+    n = rec["steps"]
+    (h5,) = (tmp_path / "demos").glob("*_demo.hdf5")
+    with h5py.File(h5) as f:
+        demo = f["data/demo_0"]
+        obs = demo["obs"]
+        assert obs["agentview_rgb"].shape == (n, 64, 64, 3) and obs["eye_in_hand_rgb"].dtype == np.uint8
+        assert obs["agentview_depth"].shape == (n, 64, 64) and obs["agentview_instance"].dtype == np.int32
+        assert obs["agentview_K"].shape == (n, 3, 3) and obs["eye_in_hand_T_world_cam"].shape == (n, 4, 4)
         # the wrist camera moves with the arm: its pose is recorded per step
-        assert json.loads(demo.attrs["instance_names"])["1"] == "alphabet_soup_1"
+        assert not np.allclose(obs["eye_in_hand_T_world_cam"][0], obs["eye_in_hand_T_world_cam"][-1])
+        assert json.loads(demo.attrs["instance_names"])["1"] == "bbq_sauce_1"

@@ -2,7 +2,8 @@
 
 **One source of defaults.** Every option group is backed by a typed dataclass that holds its
 defaults and validation (:data:`SCHEMAS`): ``env=house`` by ``envs.house.config.HouseConfig``,
-``env=libero`` by ``envs.libero.config.LiberoConfig``, ``agent=memory`` by
+``env=libero`` by ``envs.libero.config.LiberoConfig``, ``env=omnigibson`` by
+``envs.omnigibson.config.OmniGibsonConfig``, ``agent=memory`` by
 ``vla.agents.memory.MemoryAgentOptions``, ``eval`` by ``vla.eval.evaluate.EvalSpec``, ``gst`` by
 ``vla.gst.options.GSTOptions``, ``perception=gt|realistic|harsh`` by ``envs.perception.PerceptionConfig``,
 ... The dataclass defaults are registered in Hydra's ConfigStore as ``<name>_schema`` nodes; a
@@ -24,14 +25,25 @@ from typing import Any
 
 CONFIG_DIR = Path(os.environ.get("VLA_CONFIG_DIR", Path(__file__).resolve().parents[1] / "configs"))
 
-# (group, option) -> ("module:Class", fields left out). group "" = the primary config's own group.
+# (group, schema) -> ("module:Class", fields left out); registered as <schema>_schema in the group
+# ("" = the primary config's own group). A YAML option lists its schema first in its defaults.
 SCHEMAS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("env", "house"): ("envs.house.config:HouseConfig", ()),
     ("env", "libero"): ("envs.libero.config:LiberoConfig", ()),
+    ("env", "omnigibson"): ("envs.omnigibson.config:OmniGibsonConfig", ()),
     ("agent", "memory"): ("vla.agents.memory:MemoryAgentOptions", ()),
-    ("eval", "default"): ("vla.eval.evaluate:EvalSpec", ("env", "agent", "out", "record", "extra", "perception")),
+    ("agent", "vla"): ("vla.agents.vla:VLAAgentOptions", ()),
+    ("eval", "default"): (
+        "vla.eval.evaluate:EvalSpec",
+        ("env", "agent", "out", "record", "extra", "perception", "rerun"),
+    ),
     ("perception", "profile"): ("envs.perception:PerceptionConfig", ()),
     ("", "gst"): ("vla.gst.options:GSTOptions", ()),
+    ("", "rerun"): ("vla.rollout.rerun_view:RerunOptions", ()),
+    ("model", "model"): ("vla.policy.backbone:ModelConfig", ()),
+    ("policy", "policy"): ("vla.policy.config:PolicyConfig", ()),
+    ("data", "data"): ("vla.train.config:DataConfig", ()),
+    ("train", "train"): ("vla.train.config:TrainConfig", ()),
 }
 
 
@@ -62,20 +74,27 @@ def schema_defaults(target: str, exclude: tuple[str, ...] = ()) -> dict[str, Any
     return out
 
 
-_REGISTERED = False
+# the groups each primary config composes (schemas are imported only for those: vla-rollout never imports torch)
+CONFIG_GROUPS: dict[str, tuple[str, ...]] = {
+    "rollout": ("env", "agent", "eval", ""),
+    "gst": ("env", "agent"),
+    "serve": ("env", "agent"),
+    "train": ("model", "policy", "data", "train"),
+}
+_REGISTERED: set[tuple[str, str]] = set()
 
 
-def register_schemas() -> None:
-    """Put every schema's defaults into Hydra's ConfigStore (once per process)."""
-    global _REGISTERED
-    if _REGISTERED:
-        return
+def register_schemas(config_name: str | None = None) -> None:
+    """Put the schemas' defaults into Hydra's ConfigStore (those of ``config_name``'s groups; all if None)."""
     from hydra.core.config_store import ConfigStore
 
     cs = ConfigStore.instance()
+    wanted = CONFIG_GROUPS.get(config_name) if config_name else None
     for (group, name), (target, exclude) in SCHEMAS.items():
+        if (wanted is not None and group not in wanted) or (group, name) in _REGISTERED:
+            continue
         cs.store(group=group or None, name=f"{name}_schema", node=schema_defaults(target, exclude))
-    _REGISTERED = True
+        _REGISTERED.add((group, name))
 
 
 def compose(config_name: str, overrides: list[str]) -> dict[str, Any]:
@@ -87,7 +106,7 @@ def compose(config_name: str, overrides: list[str]) -> dict[str, Any]:
 
     if not CONFIG_DIR.is_dir():
         raise ValueError(f"config directory {CONFIG_DIR} not found (set VLA_CONFIG_DIR)")
-    register_schemas()
+    register_schemas(config_name if config_name in CONFIG_GROUPS else None)
     try:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
             cfg = hydra_compose(config_name=config_name, overrides=overrides)

@@ -19,16 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from envs.base import NavGrid
+from spatial_memory.geometry import wrap_angle
 
 from .navgrid import free_fraction
-
-
-def wrap_angle(a: float) -> float:
-    """Radians wrapped to (-pi, pi]."""
-    a = math.fmod(a + math.pi, 2 * math.pi)
-    if a <= 0:
-        a += 2 * math.pi
-    return a - math.pi
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,8 @@ class HouseConfig:
     success_radius_m: float = 1.0  # horizontal distance from the agent to the target's box
     min_visible_fraction: float = 0.001  # target pixels / image pixels that count as "visible"
     min_start_distance_m: float = 2.0  # geodesic distance from the start to the goal region
+    stop_action: bool = False  # ObjectNav protocol (Habitat): a 4th action dim `stop` (> 0.5 = stop); success only
+    #                            when the agent stops within success_radius_m with the target in view
     # video ---------------------------------------------------------------------------------------
     render_map: bool = True  # env.render(): ego view and top-down map with trajectory side by side
 
@@ -214,4 +216,5 @@ _KINDS: dict[str, type] = {
     "min_visible_fraction": float,
     "min_start_distance_m": float,
     "render_map": bool,
+    "stop_action": bool,
 }

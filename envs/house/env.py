@@ -8,6 +8,13 @@ only seeds gymnasium's ``np_random`` (unused by the env).
 Actions ``[forward_m, left_m, yaw_rad]`` are validated by :func:`envs.base.check_action` (shape,
 finiteness) and clipped to the configured limits; see :mod:`.agent` for the motion model.
 
+Success. By default an episode ends the moment the agent is within ``success_radius_m`` of the
+target's box with the target in view (passing by counts). With ``stop_action=true`` (the ObjectNav
+protocol, as Habitat counts it) the action gains a 4th dimension ``stop`` in [0, 1]: ``stop > 0.5``
+ends the episode without moving, and it is a success only if the agent is at the goal then.
+``info["episode_metrics"]`` carries ``reached`` (the goal predicate held at some step: the first
+protocol's success, so one run reports both), ``path_m``, ``geodesic_m`` and ``spl``.
+
 Observations (:class:`Observation`): ``cameras["ego"]`` is a :class:`CameraFrame` (RGB, depth in
 metres, instance ids with ``labels`` for the ids in view, K, and ``T_world_cam`` **in the odometry
 frame**: origin at the agent's pose at reset on the floor, x forward, z up); ``state`` is the
@@ -15,8 +22,9 @@ odometry pose ``[x, y, yaw]``; ``sensors["blocked"]`` tells whether the last mov
 sensor). Instance id 0 is everything structural (floors, walls, ceiling); only furniture and small
 objects have ids. ``scene_truth()`` (world frame, privileged) gives ``T_world_odom``.
 
-``info`` after every step: success, blocked, target (object id), target_distance_m (horizontal,
-to its box), target_visible_fraction, geodesic_start_m.
+``info`` after every step: success, at_goal, stopped, blocked, target (object id),
+target_distance_m (horizontal, to its box), target_visible_fraction, geodesic_start_m,
+episode_metrics.
 """
 
 from __future__ import annotations
@@ -39,15 +47,16 @@ from envs.base import (
     VLAEnv,
     check_action,
 )
+from envs.control import BaseLimits
 from spatial_memory.frame import CameraFrame
+from spatial_memory.geometry import wrap_angle
 from spatial_memory.topdown import LEVELS, TopDownFrame
 
-from .agent import T_world_base, pose_from_T, step_pose, wrap_angle
+from .agent import T_world_base, pose_from_T, step_pose
 from .config import HouseConfig
-from .control import Limits
-from .expert import ObjectNavExpert
+from .expert import NavGoal, ObjectNavExpert
 from .exploration import Clip, ExplorationRoute, plan_route, sample_clips
-from .generator import ItemSpec
+from .spec import ItemSpec
 from .scene import HouseScene
 from .task import Episode, make_episode, target_distance, visible_fraction
 from .topdown import draw_route
@@ -73,10 +82,11 @@ class HouseEnv(VLAEnv):
         self.max_episode_steps = self.cfg.max_steps
         self.render_mode = "rgb_array"
         c = self.cfg
+        low, high = [-c.max_forward_m, -c.max_left_m, -c.max_turn_rad], [c.max_forward_m, c.max_left_m, c.max_turn_rad]
+        if c.stop_action:
+            low, high = low + [0.0], high + [1.0]
         self.action_space = gym.spaces.Box(
-            low=np.array([-c.max_forward_m, -c.max_left_m, -c.max_turn_rad], dtype=np.float32),
-            high=np.array([c.max_forward_m, c.max_left_m, c.max_turn_rad], dtype=np.float32),
-            dtype=np.float32,
+            low=np.array(low, dtype=np.float32), high=np.array(high, dtype=np.float32), dtype=np.float32
         )
         self.observation_space = gym.spaces.Dict(
             {
@@ -87,6 +97,7 @@ class HouseEnv(VLAEnv):
             }
         )
         self.episode: Episode | None = None
+        self._episodes = 0  # resets so far: tells the expert that a new episode began
         self.target_item: ItemSpec | None = None
         self.instruction = ""
         self._pose = np.zeros(3)
@@ -119,12 +130,14 @@ class HouseEnv(VLAEnv):
                     f"objects: {sorted(it.id for it in self.scene.spec.items)}"
                 ) from None
         self.episode = make_episode(self.scene, int(trial), target=target, start=options.get("start"))
+        self._episodes += 1
         self.target_item = self.scene.spec.item(self.episode.target_id)
         self.instruction = self.episode.instruction
         self._pose = self.episode.start.copy()
         self.T_world_odom = T_world_base(self._pose)
         self._step = 0
         self._trajectory = [self._pose.copy()]
+        self._reached, self._path_m = False, 0.0
         obs, info = self._observe(blocked=False)
         return obs, info
 
@@ -132,28 +145,43 @@ class HouseEnv(VLAEnv):
         if self.episode is None:
             raise RuntimeError("call reset() before step()")
         a = check_action(action, self.action_space)
-        res = step_pose(self.scene.grid, self._pose, a)
+        stop = bool(self.cfg.stop_action and a[3] > 0.5)
+        before = self._pose.copy()
+        res = step_pose(self.scene.grid, self._pose, np.zeros(3) if stop else a[:3])  # stopping does not move
         self._pose = res.pose
+        self._path_m += float(np.hypot(*(self._pose[:2] - before[:2])))
         self._step += 1
         self._trajectory.append(self._pose.copy())
-        obs, info = self._observe(blocked=res.blocked)
-        terminated = bool(info["success"])
+        obs, info = self._observe(blocked=res.blocked, stopped=stop)
+        terminated = stop if self.cfg.stop_action else bool(info["success"])
         truncated = not terminated and self._step >= self.max_episode_steps
-        return obs, float(terminated), terminated, truncated, info
+        return obs, float(info["success"]), terminated, truncated, info
 
-    def _observe(self, blocked: bool) -> tuple[Observation, dict[str, Any]]:
+    def _observe(self, blocked: bool, stopped: bool = False) -> tuple[Observation, dict[str, Any]]:
         frame = self.scene.camera_frame(self._pose, self.T_world_odom, step=self._step)
         self._last_frame = frame
         frac = visible_fraction(frame.instance, self.episode.instance_id)
         dist = target_distance(self.target_item, self._pose)
-        success = dist <= self.cfg.success_radius_m and frac >= self.cfg.min_visible_fraction
+        at_goal = dist <= self.cfg.success_radius_m and frac >= self.cfg.min_visible_fraction
+        self._reached = self._reached or at_goal
+        success = (stopped and at_goal) if self.cfg.stop_action else at_goal
+        geo = self.episode.geodesic_m
         info = {
             "success": bool(success),
+            "at_goal": bool(at_goal),
+            "stopped": bool(stopped),
             "blocked": bool(blocked),
             "target": self.episode.target_id,
             "target_distance_m": dist,
             "target_visible_fraction": frac,
-            "geodesic_start_m": self.episode.geodesic_m,
+            "geodesic_start_m": geo,
+            # per-episode numbers the evaluator keeps in each episode row (the final step's values)
+            "episode_metrics": {
+                "reached": bool(self._reached),  # the predicate held at some step ("passing by counts")
+                "path_m": round(self._path_m, 4),
+                "geodesic_m": round(float(geo), 4),
+                "spl": float(success) * geo / max(self._path_m, geo, 1e-9),
+            },
         }
         self._last_info = info
         obs = Observation(
@@ -170,7 +198,9 @@ class HouseEnv(VLAEnv):
         c = self.cfg
         return EnvSpec(
             family="house",
-            action=ActionSpec.from_space(self.action_space, ("forward_m", "left_m", "yaw_rad")),
+            action=ActionSpec.from_space(
+                self.action_space, ("forward_m", "left_m", "yaw_rad") + (("stop",) if c.stop_action else ())
+            ),
             state=ArraySpec((3,), "float64", ("x_m", "y_m", "yaw_rad")),
             cameras=(CameraSpec("ego", c.height, c.width, depth=True, instance=True),),
             sensors={"blocked": ArraySpec((), "bool")},
@@ -207,7 +237,22 @@ class HouseEnv(VLAEnv):
         return self.scene.scene_truth(self._pose, self.T_world_odom)
 
     def expert(self) -> ObjectNavExpert:
-        return ObjectNavExpert(self)
+        """The scripted expert on this env's scene truth and the current episode's :class:`NavGoal`."""
+        return ObjectNavExpert(self.scene_truth, self.nav_goal, BaseLimits.from_config(self.cfg))
+
+    def nav_goal(self) -> NavGoal:
+        """The current episode's goal cells, target id and a planner on the navigable grid (privileged)."""
+        ep = self.episode
+        if ep is None:
+            raise RuntimeError("reset the env before asking the expert for an action")
+        return NavGoal(
+            self._episodes,
+            ep.target_id,
+            ep.goal_cells,
+            self.scene.planner.plan,
+            at_goal=lambda: bool(self._last_info.get("at_goal")),
+            stop_action=self.cfg.stop_action,
+        )
 
     def topdown_frame(self) -> TopDownFrame:
         return self.scene.frame
@@ -246,7 +291,7 @@ class HouseEnv(VLAEnv):
         return plan_route(
             self.scene,
             self._pose if start is None else np.asarray(start, dtype=np.float64),
-            Limits.from_config(self.cfg),
+            BaseLimits.from_config(self.cfg),
             look_around,
         )
 

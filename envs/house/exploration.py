@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import ndimage
 
+from envs.control import BaseLimits, follow, turn_towards
+
 from .agent import step_pose
-from .control import Limits, follow, turn_towards
 from .scene import HouseScene
 
 LOOK_TURN_RAD = math.radians(30.0)
@@ -76,14 +77,14 @@ def viewpoints(scene: HouseScene) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def _look_around(pose: np.ndarray, limits: Limits) -> list[np.ndarray]:
+def _look_around(pose: np.ndarray, limits: BaseLimits) -> list[np.ndarray]:
     step = min(limits.max_turn, LOOK_TURN_RAD)
     n = int(math.ceil(2 * math.pi / step - 1e-9))
     return [np.array([0.0, 0.0, 2 * math.pi / n]) for _ in range(n)]
 
 
 def plan_route(
-    scene: HouseScene, start: np.ndarray, limits: Limits, look_around: bool = True, max_steps: int = 5000
+    scene: HouseScene, start: np.ndarray, limits: BaseLimits, look_around: bool = True, max_steps: int = 5000
 ) -> ExplorationRoute:
     """The exploration route from a world start pose through every room of the scene."""
     pose = np.asarray(start, dtype=np.float64).reshape(3).copy()

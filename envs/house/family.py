@@ -55,6 +55,11 @@ class HouseFamily:
 
         return f"house/{split_of(env.scene.seed) or env.cfg.split}/{env.scene.seed}"
 
+    def offline_tasks(self, env_cfg: dict, split: str, first: int, n: int) -> tuple[dict, list[tuple[int, str]]]:
+        cfg = {**env_cfg, "split": split, "seed": None, "num_scenes": first + n}
+        tasks = self.tasks({k: v for k, v in cfg.items() if k != "name"})[first : first + n]
+        return cfg, [(t.task_id, f"house/{split}/{t.name.split('_')[-1]}") for t in tasks]
+
     def live_material(self, env, name: str, frames, cache: dict):
         from .material import house_live_material
 

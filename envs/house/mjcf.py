@@ -24,7 +24,7 @@ from spatial_memory.topdown import TopDownFrame
 from .agent import mujoco_cam_xyaxes
 from .catalog import MESHES, WALL_HEIGHT, libero_assets_dir
 from .meshes import mesh_xml_arrays
-from .generator import HouseSpec
+from .spec import HouseSpec
 
 GROUP_STRUCTURE, GROUP_ITEMS, GROUP_GROUND, GROUP_CEILING = 0, 1, 2, 3
 EXTENT = 10.0  # model.stat.extent: the renderer's clip planes are znear/zfar times this

@@ -17,13 +17,14 @@ from scipy import ndimage
 
 from envs.base import Box, NavGrid, ObjectTruth, Room, SceneTruth
 from spatial_memory.frame import CameraFrame
-from spatial_memory.geometry import intrinsics_from_fovy
+from spatial_memory.geometry import intrinsics_from_fovy, wrap_angle
 from spatial_memory.topdown import TopDownFrame
 
 from .agent import T_world_base, T_world_cam, yaw_quat
 from .catalog import libero_assets_dir
 from .config import HouseConfig
-from .generator import GenParams, HouseSpec, ItemSpec, generate_house
+from .generator import generate_house
+from .spec import GenParams, HouseSpec, ItemSpec
 from .mjcf import GROUP_ITEMS, GROUP_STRUCTURE, CameraSpec, CompiledHouse, compile_house
 from .navgrid import Planner
 from .render import HouseRenderer
@@ -186,7 +187,7 @@ class HouseScene:
         horiz = np.hypot(d[:, 0], d[:, 1])
         elev = np.degrees(np.arctan2(d[:, 2], horiz)) + self.cfg.camera_pitch_deg  # angle above the optical axis
         centre_bearing = math.atan2(pts[0, 1] - xy[1], pts[0, 0] - xy[0])
-        bearing = np.degrees(np.abs((np.arctan2(d[:, 1], d[:, 0]) - centre_bearing + np.pi) % (2 * np.pi) - np.pi))
+        bearing = np.degrees(np.abs(wrap_angle(np.arctan2(d[:, 1], d[:, 0]) - centre_bearing)))
         ok = (np.abs(elev) <= self._half_fov[0]) & (bearing <= self._half_fov[1])
         if np.count_nonzero(ok) < min_points:
             return False

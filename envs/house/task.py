@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .generator import ItemSpec
+from .spec import ItemSpec
 from .scene import HouseScene, rect_distance
 
 GOAL_MARGIN_M = 0.2

@@ -26,7 +26,7 @@ from spatial_memory.draw import (
 )
 from spatial_memory.topdown import LEVELS, TopDownFrame
 
-from .generator import HouseSpec
+from .spec import HouseSpec
 
 MARGIN_M = 0.5
 

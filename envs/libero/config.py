@@ -9,7 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-SETTLE_STEPS = 10  # the protocol's no-op steps after reset (DESIGN §6)
+SETTLE_STEPS = 10  # the protocol's no-op steps after reset (docs/LIBERO.md)
+INIT_STATES = ("official", "sampled")
+SAMPLED_SEED = 100_000  # sampled init state of trial k: the placement sampler seeded with SAMPLED_SEED + k
+SAMPLED_TRIALS = 10_000  # trials a task offers with sampled init states
 
 
 @dataclass(frozen=True)
@@ -25,9 +28,14 @@ class LiberoConfig:
     max_steps: int | None = None  # None: the suite's limit (220 / 280 / 300 / 520 / 400)
     controller: str = "OSC_POSE"
     hard_reset: bool = True  # reload the model on every reset, as the official evaluation does
+    init_states: str = "official"  # official: the suite's fixed init states (trial k = state k) | sampled:
+    #                                a fresh placement from the task's BDDL regions, seeded by the trial
+    #                                (demonstrations from states the official evaluation never uses)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cameras", tuple(self.cameras))
+        if self.init_states not in INIT_STATES:
+            raise ValueError(f"env.init_states must be one of {INIT_STATES}, got {self.init_states!r}")
 
     @classmethod
     def from_dict(cls, cfg: dict[str, Any] | None) -> "LiberoConfig":

@@ -24,7 +24,7 @@ from spatial_memory.frame import CameraFrame
 from .. import _gl
 from ..base import ActionSpec, ArraySpec, CameraSpec, EnvSpec, Observation, SceneTruth, TaskInfo, VLAEnv, check_action
 from . import camera, suites
-from .config import SETTLE_STEPS
+from .config import SAMPLED_SEED, SAMPLED_TRIALS, SETTLE_STEPS
 from .truth import categories, scene_truth
 
 CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
@@ -60,6 +60,7 @@ class LiberoEnv(VLAEnv):
         max_steps: int | None = None,
         controller: str = "OSC_POSE",
         hard_reset: bool = True,
+        init_states: str = "official",
     ) -> None:
         suites.check_suite(suite)
         suites.check_task(suite, task_id)
@@ -75,6 +76,9 @@ class LiberoEnv(VLAEnv):
         self.render_cameras = bool(render) and bool(self.cameras)
         self.depth, self.segmentation, self.orientation = depth, segmentation, orientation
         self.settle_steps, self.controller, self.hard_reset = int(settle_steps), controller, bool(hard_reset)
+        if init_states not in ("official", "sampled"):
+            raise ValueError(f"init_states must be 'official' or 'sampled', got {init_states!r}")
+        self.init_states = init_states
         bench = suites.benchmark(suite)
         self._libero_task = bench.get_task(task_id)
         self._init_states = bench.get_task_init_states(task_id)
@@ -83,7 +87,7 @@ class LiberoEnv(VLAEnv):
             name=self._libero_task.name,
             instruction=self._libero_task.language,
             max_steps=int(max_steps or suites.MAX_STEPS[suite]),
-            num_trials=len(self._init_states),
+            num_trials=len(self._init_states) if init_states == "official" else SAMPLED_TRIALS,
         )
         self.instruction = self.task.instruction
         self.max_episode_steps = self.task.max_steps
@@ -153,9 +157,20 @@ class LiberoEnv(VLAEnv):
         super().reset(seed=seed)
         options = options or {}
         trial = int(options.get("trial", 0))
-        if not 0 <= trial < len(self._init_states):
-            raise ValueError(f"trial {trial} out of range: {self.task.name} has {len(self._init_states)} init states")
+        if not 0 <= trial < self.task.num_trials:
+            raise ValueError(f"trial {trial} out of range: {self.task.name} has {self.task.num_trials} init states")
         env = self._ensure_sim()
+        if self.init_states == "sampled":  # a fresh placement from the BDDL regions, a function of the trial
+            env.seed(SAMPLED_SEED + trial)
+            self._raw = env.reset()
+            env.seed(suites.SEED if seed is None else seed)
+            self._static = self._camera_statics()
+            self._settle()
+            self._trial, self._steps = trial, 0
+            return self._observation(), {"success": bool(env.check_success()), "trial": trial}
+        # libero's reset re-draws the fixtures' placements (about 1 cm of jitter) from the global numpy
+        # RNG, which set_init_state does not restore: seed it first, so a trial does not depend on what ran before
+        env.seed(suites.SEED if seed is None else seed)
         env.reset()
         env.seed(suites.SEED if seed is None else seed)
         self._raw = env.set_init_state(self._init_states[trial])

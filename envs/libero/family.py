@@ -19,8 +19,15 @@ class LiberoFamily:
     name = "libero"
 
     def tasks(self, cfg: dict[str, Any]) -> list[TaskInfo]:
+        from dataclasses import replace
+
+        from .config import SAMPLED_TRIALS
+
         opts = _options(cfg)
-        return suites.task_infos(suites.check_suite(opts["suite"]), opts["max_steps"])
+        infos = suites.task_infos(suites.check_suite(opts["suite"]), opts["max_steps"])
+        if opts["init_states"] == "sampled":
+            infos = [replace(t, num_trials=SAMPLED_TRIALS) for t in infos]
+        return infos
 
     def make(self, cfg: dict[str, Any], task_id: int) -> LiberoEnv:
         opts = _options(cfg)
@@ -44,6 +51,9 @@ class LiberoFamily:
 
     def tds_pool(self, env, cache: dict) -> dict:
         return {}  # no TDS questions on a tabletop (docs/GST.md)
+
+    def offline_tasks(self, env_cfg: dict, split: str, first: int, n: int):
+        raise ValueError("LIBERO supports mid-episode GST questions only (docs/GST.md); offline sets need env=house")
 
     def offline_material(self, env, name: str, stride: int = 2, seed: int = 0):
         raise ValueError("LIBERO supports mid-episode GST questions only (docs/GST.md); offline sets need env=house")

@@ -11,6 +11,8 @@ _AGENTS = {
     "random": "vla.agents.random:RandomAgent",
     "scripted": "vla.agents.scripted:ScriptedAgent",
     "memory": "vla.agents.memory:MemoryAgent",
+    "remote": "vla.agents.remote:RemoteAgent",
+    "vla": "vla.agents.vla:VLAAgent",
 }
 
 

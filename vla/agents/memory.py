@@ -76,6 +76,7 @@ class _Navigate:
 
     def reset(self, instruction: str, spec: EnvSpec) -> None:
         self.mobile_base = is_mobile_base(spec)
+        self.stop = tuple(spec.action.names[3:4]) == ("stop",)  # the ObjectNav protocol: signal stop when done
         self._zero = np.zeros(spec.action.dim)
         if self.mobile_base:
             self.navigator.set_action_limits(np.asarray(spec.action.low[:3]), np.asarray(spec.action.high[:3]))
@@ -86,6 +87,8 @@ class _Navigate:
         if not self.mobile_base:
             return self._zero.copy()
         action = self.navigator.act(observation, self.inputs.memory, camera=self.inputs.camera(observation))
+        if self.stop:
+            action = np.append(action, 1.0 if self.navigator.phase == "done" else 0.0)
         return np.clip(action, self._low, self._high)
 
     def answer(self, question: Any) -> str:

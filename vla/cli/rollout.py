@@ -28,7 +28,7 @@ def spec_from_config(cfg: dict):
     from vla.eval.evaluate import EvalSpec
 
     ev = dict(cfg["eval"])
-    known = set(EvalSpec.__dataclass_fields__) - {"env", "agent", "out", "record", "extra", "perception"}
+    known = set(EvalSpec.__dataclass_fields__) - {"env", "agent", "out", "record", "extra", "perception", "rerun"}
     unknown = sorted(set(ev) - known)
     if unknown:
         raise ValueError(f"unknown eval option(s) {unknown}; valid: {sorted(known)}")
@@ -38,6 +38,15 @@ def spec_from_config(cfg: dict):
     from envs.perception import perception_profile
 
     profile = perception_profile(cfg.get("perception"))  # validated now, not in a worker
+    rerun = cfg.get("rerun") if (cfg.get("rerun") or {}).get("enabled") else None
+    if rerun is not None:
+        from vla.rollout.rerun_view import RerunOptions, import_rerun
+
+        RerunOptions.from_dict(rerun)
+        try:
+            import_rerun()
+        except ImportError as exc:
+            raise ValueError(str(exc)) from None
     return EvalSpec(
         env=cfg["env"],
         agent=cfg["agent"],
@@ -45,6 +54,7 @@ def spec_from_config(cfg: dict):
         record=cfg.get("record"),
         extra=extra,
         perception=None if profile.exact else profile.to_dict(),
+        rerun=rerun,
         **ev,
     )
 

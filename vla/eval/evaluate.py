@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from tqdm import tqdm
 
-from envs.registry import list_tasks, make_env
+from envs.registry import list_tasks, make_env, require
 
 from ..agents import Seedable, make_agent
 from ..rollout.record import DemoRecorder, merge_demos
@@ -51,6 +51,7 @@ class EvalSpec:
     record: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. the gst questioner's config
     perception: dict[str, Any] | None = None  # the profile applied to what the agent receives (None: exact)
+    rerun: dict[str, Any] | None = None  # live view / .rrd files (vla/rollout/rerun_view.py); not the run's identity
 
     def __post_init__(self) -> None:
         if self.videos not in VIDEO_MODES:
@@ -74,6 +75,10 @@ def build_subscribers(spec: EvalSpec) -> list[Subscriber]:
         subs.append(VideoWriter(Path(spec.out) / "videos", spec.videos, spec.video_fps))
     if spec.record:
         subs.append(DemoRecorder(spec.record))
+    if spec.rerun and spec.rerun.get("enabled"):
+        from ..rollout.rerun_view import RerunView
+
+        subs.append(RerunView(Path(spec.out) / "rerun", spec.rerun))
     return subs
 
 
@@ -284,6 +289,7 @@ def _check_writable(out: Path) -> None:
 
 def plan(spec: EvalSpec) -> tuple[dict[int, str], list[tuple[int, int, str]]]:
     """The task names and the ordered list of (task_id, trial, task name) episodes of a spec."""
+    require(spec.env)  # a missing simulator fails the run now, not every episode
     infos = {t.task_id: t for t in list_tasks(spec.env)}
     ids = sorted(infos) if spec.tasks is None else list(spec.tasks)
     bad = [t for t in ids if not isinstance(t, int) or t not in infos]

@@ -89,7 +89,7 @@ def summarize(records: list[dict[str, Any]], tasks: dict[int, str], header: dict
         }
     n = sum(v["episodes"] for v in per_task.values())
     succ = sum(v["successes"] for v in per_task.values())
-    return {
+    out = {
         **header,
         "episodes": n,
         "successes": succ,
@@ -97,6 +97,15 @@ def summarize(records: list[dict[str, Any]], tasks: dict[int, str], header: dict
         "success_rate": succ / n if n else None,
         "per_task": per_task,
     }
+    selected = [r for r in records if int(r["task_id"]) in tasks]
+    for key in METRICS:  # means of the env's per-episode metrics, over the episodes that report them
+        vals = [float(r[key]) for r in selected if isinstance(r.get(key), (bool, int, float))]
+        if vals:
+            out[key] = sum(vals) / len(vals)
+    return out
+
+
+METRICS = ("spl", "reached", "path_m", "geodesic_m")  # house: SPL, "passing by counts" success, path lengths
 
 
 def write_json_atomic(path: str | Path, obj: Any) -> None:

@@ -261,15 +261,16 @@ class MemoryAnswerer:
         return np.median(np.concatenate(pts_all), axis=0)
 
     def registration(self, memory: SpatialMemory, image: np.ndarray, level: str):
-        """The memory's registration to ``image``, cached per (memory state, image, level). A live
-        memory grows between mid-episode checkpoints: an early, partial registration is never reused."""
-        key = (id(memory), memory.n_frames, id(image), level)
+        """The memory's registration to ``image``, cached per (memory state, image, level): the state is
+        ``memory.version``, which changes with every change of the memory (frames or boxes), so a live
+        memory that grew between mid-episode checkpoints never reuses an early, partial registration."""
+        key = (memory.version, id(image), level)
         hit = self._registrations.get(key)
-        if hit is None or hit[0] is not memory or hit[1] is not image:  # ids of collected objects are reused
+        if hit is None or hit[0] is not image:  # ids of collected images are reused
             if len(self._registrations) > 64:
                 self._registrations.clear()
-            hit = self._registrations[key] = (memory, image, memory.register_topdown(image, level))
-        return hit[2]
+            hit = self._registrations[key] = (image, memory.register_topdown(image, level))
+        return hit[1]
 
     # ------------------------------------------------------------------ answers
     def answer(self, question: Question, live: SpatialMemory | None = None) -> str:

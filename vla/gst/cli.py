@@ -52,13 +52,17 @@ def _read_jsonl_tolerant(path: Path) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------------------- generate
+def scene_seed(name: str) -> int:
+    """The per-scene RNG seed of a scene name: an apartment's own seed (``house/test/900003``), else a hash."""
+    tail = name.rsplit("/", 1)[-1]
+    return int(tail) if tail.isdigit() else zlib.crc32(name.encode())
+
+
 def generate(cfg: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
-    from envs.registry import list_tasks, make_env
-
     from envs.material import QuestionSource
-    from envs.registry import family
+    from envs.registry import family, make_env, require
 
     from .generate import GenConfig, QuestionGenerator
     from .media import MediaWriter
@@ -67,20 +71,19 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
     source = family(env_cfg["name"])
     if not isinstance(source, QuestionSource) or not source.offline:
         raise ValueError(
-            f"env={env_cfg['name']} has no offline GST question sets (env=house has; "
+            f"env={env_cfg['name']} has no offline GST question sets (env=house and env=omnigibson have; "
             "LIBERO supports mid-episode questions only, docs/GST.md)"
         )
+    require(env_cfg)
     first, n = int(cfg["first_scene"]), int(cfg["scenes"])
     if n < 1:
         raise ValueError(f"scenes must be >= 1, got {n}")
-    env_cfg.update(split=cfg["split"], seed=None, num_scenes=first + n)
+    env_cfg, scenes = source.offline_tasks(env_cfg, cfg["split"], first, n)
     gen_cfg = dict(cfg["gen"])
     stride = int(gen_cfg.pop("stride", 2))
     gen = QuestionGenerator(GenConfig(**gen_cfg), split=cfg["split"])
     out = Path(cfg["out"])
     out.mkdir(parents=True, exist_ok=True)
-    tasks = list_tasks(env_cfg)[first : first + n]
-    names = {t.task_id: f"house/{cfg['split']}/{t.name.split('_')[-1]}" for t in tasks}
 
     # pass 1: every scene's ground-truth maps (the TDS distractor pool), cached as png
     import imageio.v2 as imageio
@@ -89,11 +92,10 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
     pool: dict[str, dict[str, Any]] = {}
     map_dir = out / "maps"
     map_dir.mkdir(exist_ok=True)
-    for t in tqdm(tasks, desc="maps", disable=not cfg["progress"], file=sys.stderr):
-        name = names[t.task_id]
+    for task_id, name in tqdm(scenes, desc="maps", disable=not cfg["progress"], file=sys.stderr):
         files = {lvl: map_dir / f"{name.replace('/', '-')}_{lvl}.png" for lvl in levels}
         if not all(f.exists() for f in files.values()):
-            env = make_env(env_cfg, t.task_id)
+            env = make_env(env_cfg, task_id)
             try:
                 for lvl, f in files.items():
                     imageio.imwrite(f, env.topdown_map(lvl))
@@ -110,17 +112,16 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
         fh.writelines(json.dumps(r) + "\n" for r in kept)
     writer = MediaWriter(out)
     with open(qpath, "a") as qf, open(logpath, "a") as lf:
-        for t in tqdm(tasks, desc="questions", disable=not cfg["progress"], file=sys.stderr):
-            name = names[t.task_id]
+        for task_id, name in tqdm(scenes, desc="questions", disable=not cfg["progress"], file=sys.stderr):
             if name in done:
                 continue
-            env = make_env(env_cfg, t.task_id)
+            env = make_env(env_cfg, task_id)
             try:
                 env.reset(options={"trial": 0})
                 material = source.offline_material(env, name, stride=stride, seed=int(cfg["gen"]["seed"]))
                 material.maps = pool[name]  # the same images the distractor pool holds
                 gen.filtered.clear()
-                gen.start_scene(int(name.rsplit("/", 1)[-1]))
+                gen.start_scene(scene_seed(name))
                 questions = gen.scene_offline(material, pool)
                 for q in questions:
                     _append_jsonl(qf, writer.externalise(q).to_json())

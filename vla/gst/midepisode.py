@@ -26,7 +26,8 @@ from .options import GSTOptions
 from .score import score_one
 from .subtasks import SUBTASKS
 
-ROW_META = ("target", "target_instance", "category", "level")  # what gst.jsonl keeps of a question's truth
+# what gst.jsonl keeps of a question's truth (option_scenes: which scenes' maps a TDS question showed)
+ROW_META = ("target", "target_instance", "category", "level", "option_scenes")
 
 
 def _plain(v: Any) -> Any:
@@ -99,8 +100,9 @@ class GSTQuestioner(Subscriber):
     # ------------------------------------------------------------------ questions
     def _material(self, episode: Episode, name: str):
         env = episode.env
-        for scene, maps in self.source.tds_pool(env, self.cache).items():
-            self._pool.setdefault(scene, maps)
+        # this scene and its distractors only: a pool grown by earlier episodes of the worker would make the
+        # questions depend on which episodes ran before (a resumed run would ask different ones)
+        self._pool = dict(self.source.tds_pool(env, self.cache))
         return self.source.live_material(env, self.source.scene_name(env), self.frames, self.cache)
 
     def ask(self, episode: Episode) -> None:

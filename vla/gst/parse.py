@@ -7,12 +7,13 @@ Accepted forms (examples): ``"-134°"``, ``"turn right 45 degrees"``, ``"about 1
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 from .subtasks import CHOICES
 
-_NUM = r"[-+−]?\d+(?:\.\d+)?"
+_NUM = r"[-+−]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"  # "1.5e2" is one number, not 1.5
 _NUMBER = re.compile(_NUM)
 _POINT_TAG = re.compile(r"<point>\s*(" + _NUM + r")\s*[, ]\s*(" + _NUM + r")\s*</point>", re.IGNORECASE)
 _POINT_PAIR = re.compile(r"[\(\[]\s*(" + _NUM + r")\s*[, ]\s*(" + _NUM + r")\s*[\)\]]")
@@ -79,7 +80,7 @@ def parse_distance(text: str) -> float | None:
     unit = (m.group(2) or "m").lower()
     key = next((k for k in sorted(_UNITS, key=len, reverse=True) if unit.startswith(k)), "m")
     value *= _UNITS[key]
-    return value if value >= 0 else None
+    return value if 0 <= value < math.inf else None
 
 
 def parse_point(text: str) -> tuple[float, float] | None:

@@ -4,7 +4,7 @@ Per task one file ``<task name>_demo.hdf5``::
 
     data/                       attrs: env_name, problem_info, bddl_file_name, bddl_file_content,
                                        env_args, language_instruction, image_orientation,
-                                       num_demos, total
+                                       env_spec (the EnvSpec as JSON), num_demos, total
     data/demo_<i>/actions       (T, 7) float64
     data/demo_<i>/states        (T, S) flattened MuJoCo states (when the env exposes them)
     data/demo_<i>/robot_states  (T, 9) gripper qpos, eef pos, eef quat
@@ -13,7 +13,11 @@ Per task one file ``<task name>_demo.hdf5``::
     data/demo_<i>/obs/ee_states, ee_pos, ee_ori, gripper_states, joint_states
     data/demo_<i>/obs/<cam>_depth (T, H, W) float32 metres, <cam>_instance (T, H, W) int32,
                       <cam>_K (T, 3, 3), <cam>_T_world_cam (T, 4, 4)
-                                attrs: num_samples, init_state, trial, instance_names, instance_labels
+                                attrs: num_samples, init_state, trial, instance_names, instance_labels,
+                                       language_instruction (this demo's; a house scene's trials differ)
+
+``instance_labels`` (instance id -> category) is the union over the episode's frames (an env may
+label only the ids in view, as the house does).
 
 ``obs[t]`` is the observation on which ``actions[t]`` was taken. Every episode streams into its own
 file under ``.episodes/`` (so workers never share a file and a killed run keeps every finished
@@ -75,6 +79,7 @@ class DemoRecorder(Subscriber):
         self._file: h5py.File | None = None
         self._tmp: Path | None = None
         self._prev: Observation | None = None
+        self._labels: dict[int, str] = {}
 
     def on_episode_start(self, episode: Episode) -> None:
         d = self.root / _EPISODE_DIR
@@ -88,15 +93,12 @@ class DemoRecorder(Subscriber):
         for k, v in attrs.items():
             self._file["data"].attrs[k] = v
         self._file["data"].attrs["language_instruction"] = episode.instruction
+        self._file["data"].attrs["env_spec"] = json.dumps(episode.env.env_spec.to_dict())
+        demo.attrs["language_instruction"] = episode.instruction
         has_cams = bool(episode.observation and episode.observation.cameras)
         names = episode.env.instance_names() if official and has_cams else {}
         demo.attrs["instance_names"] = json.dumps({str(k): v for k, v in names.items()})
-        labels = (
-            next(iter(episode.observation.cameras.values())).labels
-            if episode.observation and episode.observation.cameras
-            else {}
-        )
-        demo.attrs["instance_labels"] = json.dumps({str(k): v for k, v in labels.items()})
+        self._labels = {}
         demo.attrs["trial"] = int(episode.key["trial"])
         self._prev = episode.observation
         self._state = episode.env.sim_state if official else None
@@ -105,6 +107,7 @@ class DemoRecorder(Subscriber):
     def on_step(self, episode, action, observation, reward, info) -> None:
         obs, env = self._prev, episode.env
         for cam, f in obs.cameras.items():
+            self._labels.update(f.labels)
             p = _camera_prefix(env, cam)
             self._obs.append(f"{p}_rgb", f.rgb)
             self._obs.append(f"{p}_depth", f.depth)
@@ -135,6 +138,7 @@ class DemoRecorder(Subscriber):
         demo = self._file["data/demo_0"]
         n = demo["actions"].shape[0] if "actions" in demo else 0
         demo.attrs["num_samples"] = n
+        demo.attrs["instance_labels"] = json.dumps({str(k): v for k, v in sorted(self._labels.items())})
         if "states" in demo and n:
             demo.attrs["init_state"] = demo["states"][0]
         self._file.close()

@@ -12,6 +12,9 @@ drift, while subscribers also see the env's exact one (``episode.observation``; 
 (:func:`~vla.agents.base.is_privileged`: scripted experts) is bound to the env; every other agent never
 receives it.
 
+An env may report per-episode numbers in ``info["episode_metrics"]`` (a dict of numbers and bools,
+e.g. the house env's ``spl`` and ``reached``): the final step's values go into the episode row.
+
 Errors: an exception of the env or the agent fails the episode, with the error recorded in the
 result (the caller decides whether the run goes on; the evaluator does). A subscriber that raises
 does not fail the episode: its error is recorded in ``result.extra["subscriber_errors"]``, it gets
@@ -144,6 +147,9 @@ def run_episode(
     result = EpisodeResult(
         success=success and error is None, steps=episode.step, seconds=time.perf_counter() - t0, error=error
     )
+    metrics = episode.info.get("episode_metrics")
+    if isinstance(metrics, dict):  # the env's per-episode numbers (e.g. SPL), kept in the episode row
+        result.extra.update(metrics)
     subs.call("on_episode_end", episode, result)
     if subs.errors:
         result.extra["subscriber_errors"] = subs.errors

@@ -20,8 +20,10 @@ that *any* policy can read -- scripted, learned or remote:
 
 ``inputs`` chooses which groups are computed (``topdown``, ``objects``, ``text``); the map costs
 tens of milliseconds per step, the table well under one. The map's frame is ``map_frame = "fit"``
-(everything the memory has seen, north-up, aspect kept) or ``"ego"`` (a square window of
-``map_extent_m`` centred on the agent, north-up).
+(everything the memory has seen, north-up, aspect kept), ``"ego"`` (a window of ``map_extent_m``
+centred on the agent, north-up) or ``"ego_up"`` (the same window turned so that the agent's heading
+points up: what lies ahead is above the agent, left is left -- the frame the actions are in).
+Objects whose category appears in the instruction lead the table (the rest follow, nearest first).
 
 The transform also answers GST questions from its memory (:meth:`answer`) and exposes it live
 (:meth:`live_memory`) for servers and viewers; :class:`~vla.agents.with_memory.WithMemory` wraps any
@@ -33,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+import cv2
 import numpy as np
 
 from envs.observation import Observation
@@ -42,6 +45,7 @@ from spatial_memory.geometry import camera_yaw, egocentric_bearing
 from spatial_memory.topdown import LEVELS, TopDownFrame
 
 INPUT_GROUPS = ("topdown", "objects", "text")
+MAP_FRAMES = ("fit", "ego", "ego_up")
 MEMORY_PRESETS = ("auto", "apartment", "tabletop")
 BASE_ACTIONS = ("forward_m", "left_m", "yaw_rad")  # a mobile base's action names (the house env's)
 
@@ -143,8 +147,8 @@ class MemoryInputsConfig:
             raise ValueError(f"memory preset must be one of {MEMORY_PRESETS}, got {self.memory!r}")
         if self.map_level not in LEVELS:
             raise ValueError(f"map_level must be one of {LEVELS}, got {self.map_level!r}")
-        if self.map_frame not in ("fit", "ego"):
-            raise ValueError(f"map_frame must be 'fit' or 'ego', got {self.map_frame!r}")
+        if self.map_frame not in MAP_FRAMES:
+            raise ValueError(f"map_frame must be one of {MAP_FRAMES}, got {self.map_frame!r}")
         if len(self.map_size) != 2 or min(self.map_size) < 16:
             raise ValueError(f"map_size must be (height, width) of at least 16 pixels, got {self.map_size}")
         if not self.map_extent_m > 0 or int(self.max_objects) < 0:
@@ -211,7 +215,7 @@ class MemoryInputs:
     def __call__(self, observation: Observation) -> Observation:
         """Fuse the observation's frame and return it with the ``memory/*`` entries (see module doc)."""
         self.integrate(observation)
-        observation.memory.update(self.entries())
+        observation.memory.update(self.entries(observation.instruction))
         return observation
 
     def apply_dict(self, d: dict[str, Any]) -> dict[str, Any]:
@@ -219,60 +223,85 @@ class MemoryInputs:
         return self(Observation.from_dict(d)).to_dict()
 
     # ------------------------------------------------------------------ entries
-    def map_frame(self) -> TopDownFrame:
-        """The top-down frame of ``memory/topdown`` for the memory's current state."""
+    def map_frame(self, scale: float = 1.0) -> TopDownFrame:
+        """The top-down frame of ``memory/topdown`` for the memory's current state (``scale`` enlarges
+        an ego window and its pixels alike: the margin an ``ego_up`` rotation needs)."""
         cfg, mem = self.config, self.memory
         h, w = cfg.map_size
-        if cfg.map_frame == "ego" and mem.n_frames:
+        if cfg.map_frame in ("ego", "ego_up") and mem.n_frames:
             c = mem.agent_pose().position[:2]
-            half = cfg.map_extent_m / 2
+            half = scale * cfg.map_extent_m / 2
             sx, sy = (half * w / h, half) if w >= h else (half, half * h / w)
-            return TopDownFrame(float(c[0] - sx), float(c[1] - sy), float(c[0] + sx), float(c[1] + sy), w, h)
+            W, H = int(round(w * scale)), int(round(h * scale))
+            return TopDownFrame(float(c[0] - sx), float(c[1] - sy), float(c[0] + sx), float(c[1] + sy), W, H)
         return mem.default_frame(width=w, height=h)
 
-    def entries(self) -> dict[str, Any]:
-        """The ``memory/*`` entries (without the prefix) for the memory's current state."""
+    def entries(self, instruction: str = "") -> dict[str, Any]:
+        """The ``memory/*`` entries (without the prefix) for the memory's current state; objects named
+        in ``instruction`` lead the table."""
         cfg, mem = self.config, self.memory
         out: dict[str, Any] = {"frames": int(mem.n_frames)}
         if mem.n_frames == 0:
             return out
         pose = mem.agent_pose()
         T = pose.T_world_cam
-        frame = self.map_frame() if ("topdown" in cfg.inputs or "objects" in cfg.inputs) else None
+        rotate = cfg.map_frame == "ego_up"
+        need_frame = "topdown" in cfg.inputs or "objects" in cfg.inputs
+        frame = self.map_frame(1.5 if rotate else 1.0) if need_frame else None
+        heading = float(TopDownFrame.yaw_to_map_heading(camera_yaw(T)))
+        M = _heading_up(frame, T[:2, 3], heading, cfg.map_size) if rotate and frame is not None else None
         if "topdown" in cfg.inputs:
-            out["topdown"] = mem.topdown(cfg.map_level, frame, trajectory=True, agent=True)
+            img = mem.topdown(cfg.map_level, frame, trajectory=True, agent=True)
+            if M is not None:
+                img = cv2.warpAffine(
+                    img, M, (cfg.map_size[1], cfg.map_size[0]), flags=cv2.INTER_AREA, borderValue=(255, 255, 255)
+                )
+            out["topdown"] = img
         if frame is not None:
-            out["agent/point"] = np.asarray(frame.world_to_grid(T[:2, 3]), dtype=np.int32).reshape(2)
-            out["agent/heading_deg"] = float(TopDownFrame.yaw_to_map_heading(camera_yaw(T)))
+            out["agent/point"] = self._grid(frame, M, T[:2, 3][None])[0]
+            out["agent/heading_deg"] = 0.0 if M is not None else heading
         if "objects" in cfg.inputs or "text" in cfg.inputs:
-            table = self.object_table(T, frame)
+            table = self.object_table(T, frame, instruction, M)
             if "objects" in cfg.inputs:
                 out.update({f"objects/{k}": v for k, v in table.items()})
             if "text" in cfg.inputs:
                 out["text"] = object_table_text(table)
         return out
 
-    def object_table(self, T_world_cam: np.ndarray, frame: TopDownFrame | None) -> dict[str, np.ndarray]:
-        objs = self.memory.objects()
+    def _grid(self, frame: TopDownFrame, M: np.ndarray | None, xy: np.ndarray) -> np.ndarray:
+        """World xy -> the [0, 999] point grid of ``memory/topdown`` (through the rotation, for ego_up)."""
+        if M is None:
+            return np.asarray(frame.world_to_grid(np.asarray(xy, dtype=np.float64)), dtype=np.int32).reshape(-1, 2)
+        uv = frame.world_to_pixel(np.asarray(xy, dtype=np.float64)).reshape(-1, 2)
+        uv = uv @ M[:, :2].T + M[:, 2]
+        h, w = self.config.map_size
+        g = np.floor(uv / np.array([w, h]) * 1000.0)
+        return np.clip(g, 0, 999).astype(np.int32).reshape(-1, 2)
+
+    def object_table(
+        self, T_world_cam: np.ndarray, frame: TopDownFrame | None, instruction: str = "", M: np.ndarray | None = None
+    ) -> dict[str, np.ndarray]:
+        from spatial_memory.queries import normalise_category
+
+        said = f" {normalise_category(instruction)} "
         rows = []
-        for o in objs:
+        for o in self.memory.objects():
             direction, distance = egocentric_bearing(T_world_cam, o.center)
-            rows.append((distance, direction, o))
-        rows.sort(key=lambda r: r[0])
+            named = f" {normalise_category(o.category)} " in said
+            rows.append((not named, distance, direction, o))
+        rows.sort(key=lambda r: (r[0], r[1]))
         rows = rows[: int(self.config.max_objects)]
         n = len(rows)
-        centers = np.array([r[2].center for r in rows], dtype=np.float32).reshape(n, 3)
+        centers = np.array([r[3].center for r in rows], dtype=np.float32).reshape(n, 3)
         table = {
-            "id": np.array([r[2].id for r in rows], dtype=np.str_),
-            "category": np.array([r[2].category for r in rows], dtype=np.str_),
-            "direction_deg": np.array([r[1] for r in rows], dtype=np.float32),
-            "distance_m": np.array([r[0] for r in rows], dtype=np.float32),
+            "id": np.array([r[3].id for r in rows], dtype=np.str_),
+            "category": np.array([r[3].category for r in rows], dtype=np.str_),
+            "direction_deg": np.array([r[2] for r in rows], dtype=np.float32),
+            "distance_m": np.array([r[1] for r in rows], dtype=np.float32),
             "center": centers,
         }
         if frame is not None:
-            table["point"] = np.asarray(frame.world_to_grid(centers[:, :2].astype(np.float64)), dtype=np.int32).reshape(
-                n, 2
-            )
+            table["point"] = self._grid(frame, M, centers[:, :2]).reshape(n, 2)
         return table
 
     # ------------------------------------------------------------------ answers and live access
@@ -297,6 +326,16 @@ class MemoryInputs:
         if self.memory is None or self.memory.n_frames == 0:
             return None
         return self.memory.topdown("medium", trajectory=True, agent=True)
+
+
+def _heading_up(frame: TopDownFrame, agent_xy: np.ndarray, heading_deg: float, size: tuple[int, int]) -> np.ndarray:
+    """The 2x3 affine (pixels of ``frame`` -> pixels of the output ``size``) that turns the map about
+    the agent so that its heading points up and puts the agent at the output's centre."""
+    c = frame.world_to_pixel(np.asarray(agent_xy, dtype=np.float64)[None])[0]
+    M = cv2.getRotationMatrix2D((float(c[0]), float(c[1])), -heading_deg, 1.0)  # cv2: positive = counter-clockwise
+    h, w = size
+    M[:, 2] += np.array([w / 2, h / 2]) - c
+    return M
 
 
 def object_table_text(table: dict[str, np.ndarray], max_rows: int | None = None) -> str:

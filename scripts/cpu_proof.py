@@ -1,0 +1,413 @@
+"""The CPU learning proof (docs/POLICY.md): record, train with and without the memory, select on val, test.
+
+    .venv/bin/python scripts/cpu_proof.py house  --root runs/proof/house    # "go to the <object>"
+    .venv/bin/python scripts/cpu_proof.py libero --root runs/proof/libero   # one LIBERO task
+    .venv/bin/python scripts/cpu_proof.py gst    --root runs/proof/gst      # GST questions as QA
+    .venv/bin/python scripts/cpu_proof.py house --root runs/proof/house --stage table   # just the table
+
+Every stage is one of the project's own commands (vla-rollout, vla-train, vla-gst), each resumable:
+running the script again continues where it stopped. Checkpoints are chosen on the **val** split
+(house: val apartments; libero: sampled init states the training demos do not use; gst: the val
+question set), and only the chosen checkpoint of each arm runs on **test** (house: test
+apartments; libero: the task's 50 official init states; gst: the test question set). Results:
+``<root>/results.json`` and a markdown table on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+HOUSE_MEMORY = (
+    "{inputs: [topdown, objects, text], map_level: easy, map_frame: ego_up, map_extent_m: 10.0, "
+    "map_size: [112, 112], max_objects: 8}"
+)
+
+
+def run(cmd: list[str], log: Path) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print("$", " ".join(cmd), flush=True)
+    with open(log, "a") as fh:
+        r = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT)
+    if r.returncode != 0:
+        raise SystemExit(f"failed ({r.returncode}): {' '.join(cmd)} -- see {log}")
+
+
+def summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+def checkpoints(train_out: Path) -> list[Path]:
+    return sorted((train_out / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
+
+
+# ============================================================================ house
+def house(a) -> dict:
+    R = Path(a.root)
+    env = ["env=house", "env.stop_action=true"]
+    if a.stage in ("all", "record"):
+        run(
+            [
+                str(BIN / "vla-rollout"),
+                *env,
+                "env.split=train",
+                f"env.num_scenes={a.scenes}",
+                "env.num_trials=2",
+                "eval.trials_per_task=2",
+                "agent=memory",
+                "eval.workers=2",
+                f"record={R / 'demos'}",
+                f"out={R / 'rec'}",
+                "progress=false",
+            ],
+            R / "logs/record.log",
+        )
+    arms = {"memory": ["policy=house_memory", f"data.memory={HOUSE_MEMORY}"], "no_memory": ["policy=house"]}
+    common = [
+        "model=tiny_qwen2_5_vl",
+        "policy.action_dim=4",
+        "data=house_nav",
+        f"data.paths=[{R / 'demos'}]",
+        "data.action_mask=[true,true,true,false]",
+        f"train.steps={a.steps}",
+        "train.batch_size=16",
+        f"train.lr={a.lr}",
+        "train.vision_lr_scale=1.0",
+        f"train.save_every={a.steps // 4}",
+        "train.keep_last=4",
+        "train.val_every=250",
+        "train.loader_workers=1",
+        "progress=false",
+    ]
+    if a.stage in ("all", "train"):
+        for arm, extra in arms.items():
+            run([str(BIN / "vla-train"), *common, *extra, f"out={R / 'train' / arm}"], R / f"logs/train_{arm}.log")
+    results: dict = {"val": {}, "test": {}}
+    val = [
+        *env,
+        "env.split=val",
+        f"env.num_scenes={a.val_scenes}",
+        "env.num_trials=1",
+        "eval.trials_per_task=1",
+        "eval.workers=2",
+        "progress=false",
+    ]
+    test = [
+        *env,
+        "env.split=test",
+        f"env.num_scenes={a.test_scenes}",
+        "env.num_trials=1",
+        "eval.trials_per_task=1",
+        "eval.workers=2",
+        "progress=false",
+    ]
+    if a.stage in ("all", "select", "test", "table"):
+        for arm in arms:
+            for ck in checkpoints(R / "train" / arm):
+                out = R / "val" / arm / ck.name
+                if a.stage != "table":
+                    run(
+                        [str(BIN / "vla-rollout"), *val, "agent=vla", f"agent.checkpoint={ck}", f"out={out}"],
+                        R / "logs/val.log",
+                    )
+                if (out / "summary.json").exists():
+                    s = summary(out)
+                    results["val"].setdefault(arm, {})[ck.name] = {"success": s["success_rate"], "spl": s.get("spl")}
+    if a.stage in ("all", "test", "table"):
+        for arm in arms:
+            scores = results["val"].get(arm, {})
+            if not scores:
+                continue
+            best = max(scores, key=lambda k: (scores[k]["success"] or 0, scores[k]["spl"] or 0, int(k.split("_")[1])))
+            out = R / "test" / arm
+            if a.stage != "table":
+                run(
+                    [
+                        str(BIN / "vla-rollout"),
+                        *test,
+                        "agent=vla",
+                        f"agent.checkpoint={R / 'train' / arm / 'checkpoints' / best}",
+                        f"out={out}",
+                    ],
+                    R / "logs/test.log",
+                )
+            results["test"][arm] = {"checkpoint": best, **_nav(summary(out))}
+        for name in ("memory_navigator", "random"):
+            out = R / "test" / name
+            if a.stage != "table":
+                run(
+                    [
+                        str(BIN / "vla-rollout"),
+                        *test,
+                        f"agent={'memory' if name == 'memory_navigator' else 'random'}",
+                        f"out={out}",
+                    ],
+                    R / "logs/test.log",
+                )
+            results["test"][name] = _nav(summary(out))
+    return results
+
+
+def _nav(s: dict) -> dict:
+    return {
+        "episodes": s["episodes"],
+        "success": s["success_rate"],
+        "spl": s.get("spl"),
+        "reached": s.get("reached"),
+        "errors": s["errors"],
+    }
+
+
+def house_table(res: dict) -> str:
+    rows = [
+        "| agent | episodes | success (stop within 1 m, target in view) | SPL | reached (passing by counts) "
+        "| checkpoint (chosen on val) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, r in res.get("test", {}).items():
+        rows.append(
+            f"| {name} | {r['episodes']} | {100 * (r['success'] or 0):.1f} % | {r['spl'] or 0:.3f} | "
+            f"{100 * (r['reached'] or 0):.1f} % | {r.get('checkpoint', '-')} |"
+        )
+    return "\n".join(rows)
+
+
+# ============================================================================ libero
+def libero(a) -> dict:
+    R = Path(a.root)
+    env = [
+        "env=libero",
+        "env.suite=libero_spatial",
+        "env.cameras=[agentview]",
+        "env.depth=false",
+        "env.segmentation=false",
+        f"eval.tasks=[{a.task}]",
+    ]
+    if a.stage in ("all", "record"):
+        run(
+            [
+                str(BIN / "vla-rollout"),
+                *env,
+                "env.init_states=sampled",
+                f"eval.trials_per_task={a.demos + 6}",
+                "agent=scripted",
+                "eval.workers=2",
+                f"record={R / 'demos'}",
+                f"out={R / 'rec'}",
+                "progress=false",
+            ],
+            R / "logs/record.log",
+        )
+    common = [
+        "model=tiny_qwen2_5_vl",
+        "policy=libero",
+        f"policy.chunk={a.chunk}",
+        "data=libero",
+        f"data.paths=[{R / 'demos'}]",
+        f"train.steps={a.steps}",
+        "train.batch_size=16",
+        f"train.lr={a.lr}",
+        "train.vision_lr_scale=1.0",
+        f"train.save_every={a.steps // 4}",
+        "train.keep_last=4",
+        "train.val_every=250",
+        "train.loader_workers=1",
+        "progress=false",
+    ]
+    if a.stage in ("all", "train"):
+        run([str(BIN / "vla-train"), *common, f"out={R / 'train'}"], R / "logs/train.log")
+    results: dict = {"val": {}, "test": {}}
+    if a.stage in ("all", "select", "test", "table"):
+        for ck in checkpoints(R / "train"):
+            out = R / "val" / ck.name  # sampled init states past the ones the demos used
+            if a.stage != "table":
+                run(
+                    [
+                        str(BIN / "vla-rollout"),
+                        *env,
+                        "env.init_states=sampled",
+                        f"eval.trials_per_task={a.demos + 6 + a.val_trials}",
+                        "agent=vla",
+                        f"agent.checkpoint={ck}",
+                        "eval.workers=2",
+                        f"out={out}",
+                        "progress=false",
+                    ],
+                    R / "logs/val.log",
+                )
+            if (out / "episodes.jsonl").exists():
+                recs = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+                recs = [r for r in recs if r["trial"] >= a.demos + 6]
+                results["val"][ck.name] = sum(r["success"] for r in recs) / max(len(recs), 1)
+    if a.stage in ("all", "test", "table") and results["val"]:
+        best = max(results["val"], key=lambda k: (results["val"][k], int(k.split("_")[1])))
+        out = R / "test"
+        if a.stage != "table":
+            run(
+                [
+                    str(BIN / "vla-rollout"),
+                    *env,
+                    "eval.trials_per_task=50",
+                    "agent=vla",
+                    f"agent.checkpoint={R / 'train' / 'checkpoints' / best}",
+                    "eval.workers=2",
+                    "eval.videos=all",
+                    f"out={out}",
+                    "progress=false",
+                ],
+                R / "logs/test.log",
+            )
+        s = summary(out)
+        results["test"] = {
+            "checkpoint": best,
+            "episodes": s["episodes"],
+            "success": s["success_rate"],
+            "errors": s["errors"],
+        }
+    return results
+
+
+# ============================================================================ gst
+def gst(a) -> dict:
+    R = Path(a.root)
+    sets = {"train": a.train_scenes, "val": a.val_scenes, "test": a.test_scenes}
+    if a.stage in ("all", "record"):
+        for split, n in sets.items():
+            run(
+                [
+                    str(BIN / "vla-gst"),
+                    "generate",
+                    "env=house",
+                    f"split={split}",
+                    f"scenes={n}",
+                    f"out={R / 'questions' / split}",
+                    "progress=false",
+                ],
+                R / "logs/generate.log",
+            )
+    arms = {
+        "memory": [
+            "policy.inputs.memory_map=true",
+            "policy.inputs.memory_text=true",
+            "data.memory={inputs: [topdown, objects, text], map_level: easy, map_size: [112, 112]}",
+        ],
+        "no_memory": [],
+    }
+    common = [
+        "model=tiny_qwen2_5_vl",
+        "policy=house",
+        "policy.inputs.cameras=[]",
+        "data=gst_qa",
+        f"data.paths=[{R / 'questions' / 'train'}]",
+        "data.val_fraction=0",
+        f"train.steps={a.steps}",
+        "train.batch_size=8",
+        f"train.lr={a.lr}",
+        "train.vision_lr_scale=1.0",
+        f"train.save_every={a.steps // 4}",
+        "train.keep_last=4",
+        "train.val_every=0",
+        "train.loader_workers=1",
+        "progress=false",
+    ]
+    if a.stage in ("all", "train"):
+        for arm, extra in arms.items():
+            run([str(BIN / "vla-train"), *common, *extra, f"out={R / 'train' / arm}"], R / f"logs/train_{arm}.log")
+    results: dict = {"val": {}, "test": {}}
+    if a.stage in ("all", "select", "test", "table"):
+        for arm in arms:
+            for ck in checkpoints(R / "train" / arm):
+                out = R / "val" / arm / ck.name
+                if a.stage != "table":
+                    run(
+                        [
+                            str(BIN / "vla-gst"),
+                            "eval",
+                            "agent=vla",
+                            f"agent.checkpoint={ck}",
+                            f"questions={R / 'questions' / 'val'}",
+                            f"out={out}",
+                            "progress=false",
+                        ],
+                        R / "logs/val.log",
+                    )
+                if (out / "scores.json").exists():
+                    results["val"].setdefault(arm, {})[ck.name] = json.loads((out / "scores.json").read_text())[
+                        "overall"
+                    ]
+    if a.stage in ("all", "test", "table"):
+        for arm in arms:
+            scores = results["val"].get(arm, {})
+            if not scores:
+                continue
+            best = max(scores, key=lambda k: (_mean(scores[k]), int(k.split("_")[1])))
+            out = R / "test" / arm
+            if a.stage != "table":
+                run(
+                    [
+                        str(BIN / "vla-gst"),
+                        "eval",
+                        "agent=vla",
+                        f"agent.checkpoint={R / 'train' / arm / 'checkpoints' / best}",
+                        f"questions={R / 'questions' / 'test'}",
+                        f"out={out}",
+                        "progress=false",
+                    ],
+                    R / "logs/test.log",
+                )
+            results["test"][arm] = {"checkpoint": best, **json.loads((out / "scores.json").read_text())}
+        for name in ("memory", "random"):
+            out = R / "test" / f"{name}_agent"
+            if a.stage != "table":
+                run(
+                    [
+                        str(BIN / "vla-gst"),
+                        "eval",
+                        f"agent={name}",
+                        f"questions={R / 'questions' / 'test'}",
+                        f"out={out}",
+                        "progress=false",
+                    ],
+                    R / "logs/test.log",
+                )
+            results["test"][f"{name}_agent"] = json.loads((out / "scores.json").read_text())
+    return results
+
+
+def _mean(v) -> float:
+    return float(v["mean"]) if isinstance(v, dict) else float(v)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("proof", choices=("house", "libero", "gst"))
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--stage", default="all", choices=("all", "record", "train", "select", "test", "table"))
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--scenes", type=int, default=80, help="house: train apartments recorded (2 episodes each)")
+    ap.add_argument("--val-scenes", type=int, default=10)
+    ap.add_argument("--test-scenes", type=int, default=20)
+    ap.add_argument("--train-scenes", type=int, default=40, help="gst: train apartments of the question set")
+    ap.add_argument("--task", type=int, default=0, help="libero: the libero_spatial task")
+    ap.add_argument("--demos", type=int, default=50)
+    ap.add_argument("--val-trials", type=int, default=10)
+    ap.add_argument("--chunk", type=int, default=4)
+    a = ap.parse_args()
+    res = {"house": house, "libero": libero, "gst": gst}[a.proof](a)
+    Path(a.root).mkdir(parents=True, exist_ok=True)
+    (Path(a.root) / "results.json").write_text(json.dumps(res, indent=2))
+    print(json.dumps(res, indent=2))
+    if a.proof == "house":
+        print(house_table(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""The memory as a policy input (vla/transforms/memory.py) on the synthetic two-room apartment: the
+object table's directions and distances against the scene's geometry, named objects first, and the
+heading-up map (ego_up) that puts what lies ahead above the agent."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from envs.observation import Observation
+from spatial_memory.geometry import pose_from_xy_yaw
+from spatial_memory.synthetic import apartment_scene, default_camera
+from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
+
+
+def _look(inputs, scene, x, y, yaw, instruction, n=8):
+    """Turn on the spot at (x, y) through a full circle (so the memory sees the room), ending at ``yaw``."""
+    K = default_camera(96, 96)
+    obs = None
+    for k in range(n + 1):
+        a = yaw + 2 * math.pi * (k - n) / n
+        frame = scene.render(pose_from_xy_yaw(x, y, a, 1.5), K, 96, 96, step=k)
+        obs = inputs(Observation(cameras={"ego": frame}, state=np.zeros(3), instruction=instruction, step=k))
+    return obs.memory
+
+
+@pytest.fixture(scope="module")
+def scene():
+    return apartment_scene()
+
+
+def test_object_table_is_egocentric_and_names_the_instructed_object_first(scene):
+    inputs = MemoryInputs(MemoryInputsConfig(memory="apartment", map_size=(64, 64)))
+    inputs.reset(None)
+    x, y, yaw = 2.0, 3.0, 0.0  # facing +x
+    mem = _look(inputs, scene, x, y, yaw, "go to the table")
+    cats = list(mem["objects/category"])
+    assert cats[0] == "table"  # named in the instruction: first, although the sofa is nearer
+    d = mem["objects/distance_m"]
+    assert list(d[1:]) == sorted(d[1:])  # the rest: nearest first
+    for cat in ("table", "sofa"):
+        i = cats.index(cat)
+        c = scene.object(cat).center
+        want_dir = math.degrees(math.atan2(c[1] - y, c[0] - x) - yaw)
+        assert abs(mem["objects/direction_deg"][i] - want_dir) < 6, cat  # left positive
+        assert abs(mem["objects/distance_m"][i] - math.hypot(c[0] - x, c[1] - y)) < 0.3, cat
+    assert "table:" in mem["text"].split(";")[0]
+
+
+@pytest.mark.parametrize("yaw", [0.0, math.pi / 2, 2.5])
+def test_heading_up_map_puts_what_is_ahead_above_the_agent(scene, yaw):
+    cfg = MemoryInputsConfig(memory="apartment", map_size=(80, 80), map_frame="ego_up", map_extent_m=8.0)
+    inputs = MemoryInputs(cfg)
+    inputs.reset(None)
+    x, y = 4.5, 4.0
+    mem = _look(inputs, scene, x, y, yaw, "go to the bed")
+    ax, ay = mem["agent/point"]
+    assert abs(ax - 500) <= 15 and abs(ay - 500) <= 15 and mem["agent/heading_deg"] == 0.0  # the agent in the middle
+    for i, cat in enumerate(mem["objects/category"]):
+        c = mem["objects/center"][i]  # where the memory holds it (a partly seen object's centre is biased)
+        dx, dy = c[0] - x, c[1] - y
+        ahead, left = math.cos(yaw) * dx + math.sin(yaw) * dy, -math.sin(yaw) * dx + math.cos(yaw) * dy
+        if max(abs(ahead), abs(left)) > 0.45 * cfg.map_extent_m:
+            continue  # outside the window
+        px, py = mem["objects/point"][i]
+        # 1000 grid units span map_extent_m metres: ahead is up (smaller y), left is left (smaller x)
+        assert abs((ay - py) * cfg.map_extent_m / 1000 - ahead) < 0.35, (cat, ahead)
+        assert abs((ax - px) * cfg.map_extent_m / 1000 - left) < 0.35, (cat, left)
+    img = mem["topdown"]
+    assert img.shape == (80, 80, 3)
+    green = np.argwhere((img[..., 1] > 150) & (img[..., 0] < 100) & (img[..., 2] < 100))  # the agent's arrow
+    assert len(green) and abs(green[:, 0].mean() - 40) < 8 and abs(green[:, 1].mean() - 40) < 8

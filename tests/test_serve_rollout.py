@@ -1,0 +1,214 @@
+"""End to end: ``vla-serve`` in one process, ``vla-rollout agent=remote eval.workers=2`` in another,
+``vla-query`` and a headless Chromium on the live page in a third -- all real, on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import subprocess
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from spatial_memory import SpatialMemory
+from tests.browser import Chromium, find_chromium
+from tests.conftest import VENV_BIN, cli_env
+from vla.serve import PolicyClient
+
+ROOT = Path(__file__).resolve().parents[1]
+HOUSE = [
+    "env=house",
+    "env.split=test",
+    "env.num_scenes=1",
+    "env.width=96",
+    "env.height=96",
+    "env.use_meshes=false",
+    "env.render_map=false",
+]
+
+
+@contextlib.contextmanager
+def serve_cli(*args: str, timeout: float = 120.0):
+    """``vla-serve`` (as ``python -m vla.serve.cli``) on a free port; yields its ws:// url."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vla.serve.cli", *args, "port=0", "log_level=warning"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=cli_env(),
+        cwd=ROOT,
+    )
+    lines: list[str] = []
+    found = threading.Event()
+
+    def read() -> None:
+        for line in proc.stderr:
+            lines.append(line)
+            if "listening on ws://" in line:
+                found.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        if not found.wait(timeout):
+            raise RuntimeError(f"vla-serve did not start: {''.join(lines)[-3000:]}")
+        m = re.search(r"listening on (ws://127\.0\.0\.1:\d+)", "".join(lines))
+        yield m.group(1)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 0, "".join(lines)[-3000:]
+
+
+def rollout(*args: str, **kw) -> subprocess.CompletedProcess | subprocess.Popen:
+    cmd = [str(VENV_BIN / "vla-rollout"), *HOUSE, "progress=false", *args]
+    if kw.get("background"):
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=ROOT)
+    return subprocess.run(cmd, capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=600)
+
+
+def query_cli(url: str, *args: str) -> tuple[int, dict]:
+    r = subprocess.run(
+        [sys.executable, "-m", "vla.serve.cli", "query", "--url", url, *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert r.returncode in (0, 1), r.stderr
+    return r.returncode, json.loads(r.stdout)
+
+
+def episodes(out: Path) -> dict[tuple[int, int], dict]:
+    rows = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    return {(r["task_id"], r["trial"]): r for r in rows}
+
+
+def test_remote_rollout_with_workers_matches_in_process_and_vla_query_reads_its_maps(tmp_path):
+    common = ["env.num_trials=2", "env.max_steps=40", "eval.trials_per_task=2", "eval.workers=2"]
+    with serve_cli("agent=memory") as url:
+        r = rollout(*common, "agent=remote", f"agent.url={url}", f"out={tmp_path / 'remote'}")
+        assert r.returncode == 0, r.stderr[-3000:]
+        local = rollout(*common, "agent=memory", f"out={tmp_path / 'local'}")
+        assert local.returncode == 0, local.stderr[-3000:]
+        remote_eps, local_eps = episodes(tmp_path / "remote"), episodes(tmp_path / "local")
+        assert sorted(remote_eps) == sorted(local_eps) == [(0, 0), (0, 1)]
+        for key, rec in remote_eps.items():
+            assert rec["error"] is None, rec
+            # the same seeded agent, served or in-process, takes the same steps
+            assert (rec["steps"], rec["success"]) == (local_eps[key]["steps"], local_eps[key]["success"]), key
+        steps = [rec["steps"] for rec in remote_eps.values()]
+        with PolicyClient(url) as c:
+            health = c.health()
+        assert health["inferred"] == sum(steps)  # every step was one infer on the server
+
+        code, out = query_cli(url, "--sessions")
+        sessions = out["sessions"]
+        assert code == 0 and len(sessions) == 2 and sorted(s["steps"] for s in sessions) == sorted(s - 1 for s in steps)
+        frames = []
+        for s in sessions:
+            code, out = query_cli(url, "--session", s["session"], "--objects", "--snapshot", str(tmp_path / "m.npz"))
+            assert code == 0
+            mem = SpatialMemory.load(tmp_path / "m.npz")
+            frames.append(mem.n_frames)
+            assert {o.id for o in mem.objects()} == {o["id"] for o in out["objects"]["objects"]}
+        assert Counter(frames) == Counter(steps)  # one fused frame per step of its own episode
+
+        sid = sessions[0]["session"]
+        first = query_cli(url, "--session", sid, "--objects")[1]["objects"]["objects"]
+        assert first, "the memory agent saw no object"
+        cat = first[0]["category"]
+        code, out = query_cli(url, "--session", sid, f"where is the {cat.replace('_', ' ')}?")
+        assert code == 0 and out["answer"]["category"] == cat
+        row = next(o for o in first if o["id"] == out["answer"]["id"])
+        assert (
+            out["answer"]["direction_deg"] == row["direction_deg"] and out["answer"]["distance_m"] == row["distance_m"]
+        )
+        code, out = query_cli(url, "--session", sid, "--target", cat, "--what", "direction,distance")
+        assert code == 0 and set(out["answer"]) >= {"direction_deg", "distance_m"} and "point" not in out["answer"]
+        code, out = query_cli(url, "--session", sid, "show me the map", "--png", str(tmp_path / "map.png"))
+        img = cv2.imread(str(tmp_path / "map.png"))
+        assert code == 0 and img.shape == (512, 640, 3)
+        code, out = query_cli(url, "--session", sid, "where is the grand piano?")
+        assert code == 1 and out["error"]["code"] == "not_found"
+
+
+def test_live_page_follows_a_running_rollout_in_headless_chromium(tmp_path):
+    if find_chromium() is None:
+        pytest.skip("no chromium on PATH: `make test` installs Debian's chromium where apt-get is available")
+    from envs.registry import make_env
+
+    env = make_env({"name": "house", "split": "test", "num_scenes": 1, "use_meshes": False}, 0)
+    truth_categories = {o.category for o in env.scene_truth().objects}
+    env.close()
+    with serve_cli("agent=memory", "token=t0ken") as url:
+        port = url.rsplit(":", 1)[1]
+        with Chromium(f"http://127.0.0.1:{port}/?token=t0ken") as page:
+            # the page is up before any simulator: it says so, and keeps polling
+            page.wait_for("document.getElementById('status').textContent.includes('no session yet')", timeout=60)
+            run = rollout(
+                "env.num_trials=3",
+                "env.max_steps=150",
+                "eval.trials_per_task=3",
+                "eval.workers=1",
+                "agent=remote",
+                f"agent.url={url}",
+                "agent.token=t0ken",
+                f"out={tmp_path / 'run'}",
+                background=True,
+            )
+            try:
+                page.wait_for(
+                    "document.querySelectorAll('#objects tbody tr').length > 0 && "
+                    "document.getElementById('map').naturalWidth > 0",
+                    timeout=120,
+                )
+                f1 = page.evaluate("document.getElementById('status').dataset.frames")
+                # the page updates by itself while the episodes run
+                page.wait_for(f"document.getElementById('status').dataset.frames !== '{f1}'", timeout=60)
+                shown = page.evaluate(
+                    "[...document.querySelectorAll('#objects tbody tr')].map(r => r.dataset.category)"
+                )
+                assert shown and set(shown) <= truth_categories, (shown, truth_categories)
+                size = page.evaluate(
+                    "[document.getElementById('map').naturalWidth, document.getElementById('map').naturalHeight]"
+                )
+                assert size == [640, 512]
+                run.wait(300)
+                assert run.returncode == 0, run.stderr.read()[-3000:]
+                with PolicyClient(url, token="t0ken") as c:
+                    final = c.objects()
+                    # after the run: the page shows exactly what the server's map says
+                    page.wait_for(f"document.getElementById('status').dataset.frames === '{final.frames}'", 30)
+                    rows = page.evaluate(
+                        "[...document.querySelectorAll('#objects tbody tr')].map(r => "
+                        "[r.dataset.id, +r.dataset.direction, +r.dataset.distance])"
+                    )
+                    assert rows == [[o["id"], o["direction_deg"], o["distance_m"]] for o in final.objects]
+                    cat = final.objects[-1]["category"]
+                    question = f"where is the {cat.replace('_', ' ')}?"
+                    page.evaluate(
+                        f"document.getElementById('question').value = {json.dumps(question)};"
+                        "document.getElementById('askbtn').click(); true"
+                    )
+                    text = page.wait_for(
+                        "(t => t && t !== '…' ? t : null)(document.getElementById('answer').textContent)", 30
+                    )
+                    assert text == c.query(question=question).text
+                page.screenshot(tmp_path / "live_page.png")
+            finally:
+                if run.poll() is None:
+                    run.kill()
+                    run.wait(10)
+    assert (tmp_path / "live_page.png").stat().st_size > 10_000
+    assert np.isfinite([r[1] for r in rows]).all()

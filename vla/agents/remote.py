@@ -1,0 +1,92 @@
+"""``agent=remote``: the agent is served by ``vla-serve`` elsewhere; this one forwards over a websocket.
+
+    vla-serve agent=memory port=8765                                   # terminal 1
+    vla-rollout env=house agent=remote agent.url=ws://127.0.0.1:8765 eval.workers=4 out=runs/r
+
+Every rollout worker opens its own connection (lazily, at the first ``reset`` -- after the
+evaluator forked it) and so is its own session on the server, with its own episode and memory;
+the server batches the workers' ``infer`` calls. ``reset(instruction, spec)`` sends the EnvSpec,
+``act(obs)`` sends ``obs.to_dict()`` and returns the action; an action chunk ``(T, dim)`` is played
+out one step at a time before the next call. The connection survives a server-side hiccup (the
+client reconnects and resumes the session); a server that lost the session fails that episode
+with the reason, and the next episode starts afresh. The evaluator's per-episode seeds travel with
+``reset``. GST questions are not sent over the socket: ask the served agent's map with
+``map.query`` (``vla-query``, the live page) instead.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from envs.observation import Observation
+from envs.spec import EnvSpec
+
+
+class RemoteAgent:
+    name = "remote"
+
+    def __init__(
+        self,
+        seed: int = 0,
+        url: str = "ws://127.0.0.1:8765",
+        token: str | None = None,
+        timeout_s: float = 120.0,
+        reconnect_timeout_s: float = 30.0,
+    ) -> None:
+        if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
+            raise ValueError(f"agent.url must be a ws:// or wss:// address of a vla-serve server, got {url!r}")
+        self.url, self.token = url, token
+        self.timeout_s, self.reconnect_timeout_s = float(timeout_s), float(reconnect_timeout_s)
+        self._seed: Any = seed
+        self._client = None
+        self._queue: deque[np.ndarray] = deque()
+        self.last_timing: dict[str, float] | None = None
+
+    @property
+    def client(self):
+        """The connection to the server, opened on first use (in the process that uses it)."""
+        if self._client is None:
+            from vla.serve.client import PolicyClient
+
+            self._client = PolicyClient(
+                self.url, self.token, timeout_s=self.timeout_s, reconnect_timeout_s=self.reconnect_timeout_s
+            ).connect()
+        return self._client
+
+    @property
+    def session(self) -> str | None:
+        return self._client.session if self._client is not None else None
+
+    def seed(self, seed: int | tuple[int, ...]) -> None:
+        self._seed = seed
+
+    def reset(self, instruction: str, spec: EnvSpec) -> None:
+        self._queue.clear()
+        seed = self._seed
+        seed = [int(s) for s in seed] if isinstance(seed, (tuple, list)) else (None if seed is None else int(seed))
+        self.client.reset(instruction, spec, seed=seed)
+
+    def act(self, observation: Observation) -> np.ndarray:
+        if self._queue:
+            return self._queue.popleft()
+        r = self.client.infer(observation.to_dict())
+        self.last_timing = r.server_timing
+        a = np.asarray(r.action, dtype=np.float64)
+        if a.ndim == 2:
+            self._queue.extend(a[1:])
+            return a[0]
+        return a
+
+    def answer(self, question: Any) -> str:
+        raise NotImplementedError(
+            "a remote agent's map is asked through the server (map.query: vla-query or the live page); "
+            "GST questions are not sent over the socket"
+        )
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None

@@ -1,0 +1,121 @@
+"""The learned policy: a spatially tuned VLM with 256-bin action tokens (docs/POLICY.md).
+
+    policy = build_policy(ModelConfig(...), PolicyConfig(...), stats)   # new (training starts here)
+    policy = load_policy("runs/t/policy")                               # exported or a checkpoint dir
+    actions = policy.infer_batch([obs.to_dict(), ...])                  # (B, K, D), un-normalised
+
+Modules: ``backbone`` (Qwen2.5-VL / Qwen3-VL by name, path or config), ``inputs`` (the transforms
+from samples to images + text, shared by training and inference), ``encode`` (token sequences and
+tensors), ``model`` (``VLAPolicy``: action head, loss, constrained decoding, export).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .backbone import ModelConfig
+from .inputs import InputConfig
+from .config import POLICY_FILE, STATS_FILE, PolicyConfig
+
+from .weights import WEIGHTS_FILE as CHECKPOINT_FILE  # a training checkpoint's weights (vla/train/checkpoint.py)
+
+
+def __getattr__(name: str):
+    if name == "VLAPolicy":  # torch is imported only when the model is needed
+        from .model import VLAPolicy
+
+        return VLAPolicy
+    raise AttributeError(name)
+
+
+def build_policy(model: ModelConfig, policy: PolicyConfig, stats: dict[str, Any], device: str = "cpu"):
+    """A new policy: the backbone loaded or built, the action tokenizer placed, statistics attached."""
+    from vla.actions import ActionTokenizer
+
+    from .backbone import load_backbone
+    from .model import VLAPolicy
+
+    policy = _with_image_size(policy, model)
+    backbone, processor = load_backbone(model, device)
+    rows = _embedding_rows(backbone)
+    tokenizer = ActionTokenizer.for_tokenizer(processor.tokenizer, rows, policy.placement, policy.n_bins)
+    return VLAPolicy(backbone, processor, tokenizer, policy, stats, model).to(device)
+
+
+def _with_image_size(policy: PolicyConfig, model: ModelConfig) -> PolicyConfig:
+    """The policy's images are the model's size (``inputs.image_size: 0``); a different explicit size is an error."""
+    from dataclasses import replace
+
+    size = int(policy.inputs.image_size)
+    if size == 0:
+        return replace(policy, inputs=replace(policy.inputs, image_size=int(model.image_size)))
+    if size != int(model.image_size):
+        raise ValueError(
+            f"policy.inputs.image_size={size} but model.image_size={model.image_size}: the processor expects the latter"
+        )
+    return policy
+
+
+def _embedding_rows(backbone) -> int:
+    from .backbone import base_model
+
+    emb = base_model(backbone).get_input_embeddings()
+    return int(getattr(emb, "base", emb).weight.shape[0])
+
+
+def load_policy(path: str | Path, device: str = "cpu"):
+    """A policy from an exported directory (``VLAPolicy.save_pretrained``) or a training checkpoint
+    directory (``out/checkpoints/step_N``). Missing files, statistics for another action dimension
+    or a tokenizer that does not match the saved action-id mapping raise ``ValueError`` naming the
+    file and the mismatch -- here, at load time, never mid-episode."""
+    from vla.actions import ActionTokenizer, read_statistics
+
+    path = Path(path)
+    if not path.is_dir():
+        raise ValueError(f"policy directory {path} does not exist")
+    meta_file = path / POLICY_FILE
+    if not meta_file.is_file():
+        raise ValueError(
+            f"{path} is not a policy directory: {POLICY_FILE} is missing (export with vla-train or save_pretrained)"
+        )
+    try:
+        meta = json.loads(meta_file.read_text())
+        pcfg = PolicyConfig.from_dict(meta["policy"])
+        saved_tok = ActionTokenizer.from_dict(meta["action_tokenizer"])
+        mcfg = ModelConfig.from_dict(meta["model"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{meta_file}: malformed policy metadata: {exc}") from exc
+    stats_file = path / STATS_FILE
+    if not stats_file.is_file():
+        raise ValueError(f"{path}: {STATS_FILE} is missing (the action statistics the policy un-normalises with)")
+    stats = read_statistics(stats_file)
+    for key, s in stats.items():
+        if s.dim != pcfg.action_dim:
+            raise ValueError(
+                f"{stats_file}: statistics {key!r} are {s.dim}-dim but {meta_file} says action_dim={pcfg.action_dim}"
+            )
+    checkpoint = path / CHECKPOINT_FILE
+    if checkpoint.is_file():  # a training checkpoint: rebuild the architecture, then load every weight
+        from .weights import load_weights
+
+        policy = build_policy(mcfg, pcfg, stats, device)
+        saved_tok.verify_tokenizer(policy.processor.tokenizer, _embedding_rows(policy.backbone))
+        load_weights(policy, checkpoint)
+        return policy
+    if not (path / "config.json").is_file():
+        raise ValueError(f"{path}: neither an exported policy (config.json) nor a checkpoint ({CHECKPOINT_FILE})")
+    from .backbone import load_backbone
+    from .model import VLAPolicy
+
+    pcfg = _with_image_size(pcfg, mcfg)
+    backbone, processor = load_backbone(
+        ModelConfig.from_dict({**mcfg.to_dict(), "name_or_path": str(path), "tokenizer": None}), device
+    )
+    rows = _embedding_rows(backbone)
+    saved_tok.verify_tokenizer(processor.tokenizer, rows)
+    return VLAPolicy(backbone, processor, saved_tok, pcfg, stats, mcfg).to(device)
+
+
+__all__ = ["InputConfig", "ModelConfig", "PolicyConfig", "VLAPolicy", "build_policy", "load_policy"]

@@ -1,0 +1,47 @@
+"""``PolicyConfig``: how actions are tokenised and what the policy sees (the ``policy`` config group)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from .inputs import InputConfig
+
+POLICY_FILE = "vla_policy.json"
+STATS_FILE = "dataset_statistics.json"
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """How actions are tokenised and what the policy sees (saved as ``vla_policy.json``)."""
+
+    placement: str = "last_ids"  # last_ids (OpenVLA) | added_tokens (<|action_i|>, as the VST repo)
+    n_bins: int = 256
+    chunk: int = 1  # K actions per prediction (K x D tokens)
+    action_dim: int = 7
+    dataset_key: str = ""  # statistics used to un-normalise at inference ("" = the only / first key)
+    freeze_embeddings: bool = True  # train only the action rows of the embedding matrix
+    inputs: InputConfig = field(default_factory=InputConfig)
+    memory: dict[str, Any] | None = None  # the MemoryInputs config the policy was trained with (set by vla-train)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.inputs, dict):
+            object.__setattr__(self, "inputs", InputConfig.from_dict(self.inputs))
+        if self.placement not in ("last_ids", "added_tokens"):
+            raise ValueError(f"policy.placement must be last_ids or added_tokens, got {self.placement!r}")
+        if int(self.chunk) < 1 or int(self.action_dim) < 1 or int(self.n_bins) < 2:
+            raise ValueError("policy.chunk and policy.action_dim must be >= 1, n_bins >= 2")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> "PolicyConfig":
+        d = dict(d or {})
+        valid = sorted(f.name for f in fields(cls))
+        unknown = sorted(set(d) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown policy option(s) {unknown}; valid: {valid}")
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["inputs"] = self.inputs.to_dict()
+        return d

@@ -1,0 +1,234 @@
+"""Model inputs from samples: one chain of small transforms shared by training, ``act()`` and the server.
+
+A sample is either an observation dict (``Observation.to_dict()`` layout: cameras, state, prompt,
+memory/* when the memory transform ran) with the actions to learn, or a visual question (images,
+a prompt with ``<image>`` markers, an answer). :class:`InputTransform` turns it into a
+:class:`ModelInput` -- the images to show, in order, and the user text with one ``<image>`` marker
+per image -- through frozen dataclass transforms, each a pure function of its input and an optional
+random generator (augmentation happens only when one is given, i.e. in training):
+
+* :class:`SelectImages` -- the policy's cameras (agentview by default; the wrist camera optional)
+  and, with ``memory_map``, the memory's top-down map as one more image;
+* :class:`Augment` -- random resized crop and colour jitter (OpenVLA / VST), training only;
+* :class:`Resize` -- every image to ``image_size`` squared (what the processor expects);
+* :class:`Prompt` -- "What action should the robot take to {instruction}?" (OpenVLA / VST), with the
+  memory's object table (``memory_text``) and the proprioception (``proprio``) when switched on.
+
+The same :class:`InputConfig` is saved with a checkpoint, so inference rebuilds the very chain the
+policy was trained with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import cv2
+import numpy as np
+
+IMAGE = "<image>"
+PROMPT = "What action should the robot take to {instruction}?"
+
+
+@dataclass(frozen=True)
+class InputConfig:
+    """What the policy sees (saved with every checkpoint)."""
+
+    cameras: tuple[str, ...] = ("agentview",)  # observation cameras shown, in order (house: ego; [] for QA only)
+    image_size: int = 0  # 0 = the model's image_size (what its processor expects)
+    prompt: str = PROMPT
+    proprio: bool = False  # the state vector as text
+    memory_map: bool = False  # memory/topdown as an extra image
+    memory_text: bool = False  # memory/text (the object table) in the prompt
+    augment: bool = True  # random resized crop + colour jitter in training
+    crop_scale: tuple[float, float] = (0.9, 1.0)  # area fraction of the random crop
+    jitter: tuple[float, float, float, float] = (0.2, 0.2, 0.2, 0.05)  # brightness, contrast, saturation, hue
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cameras", tuple(self.cameras))
+        object.__setattr__(self, "crop_scale", tuple(float(x) for x in self.crop_scale))
+        object.__setattr__(self, "jitter", tuple(float(x) for x in self.jitter))
+        if "{instruction}" not in self.prompt:
+            raise ValueError(f"inputs.prompt must contain {{instruction}}, got {self.prompt!r}")
+        lo, hi = self.crop_scale
+        if not 0 < lo <= hi <= 1:
+            raise ValueError(f"inputs.crop_scale must satisfy 0 < lo <= hi <= 1, got {self.crop_scale}")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> "InputConfig":
+        d = dict(d or {})
+        valid = sorted(f.name for f in fields(cls))
+        unknown = sorted(set(d) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown policy input option(s) {unknown}; valid: {valid}")
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("cameras", "crop_scale", "jitter"):
+            d[k] = list(d[k])
+        return d
+
+    @property
+    def uses_memory(self) -> bool:
+        return self.memory_map or self.memory_text
+
+
+@dataclass
+class ModelInput:
+    """Images in prompt order and the user text (one ``<image>`` per image); ``target``: what to learn."""
+
+    images: list[np.ndarray]
+    text: str
+    actions: np.ndarray | None = None  # (K, D) raw actions (action samples)
+    answer: str | None = None  # answer text (qa samples)
+    dataset: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------------ transforms
+@dataclass(frozen=True)
+class SelectImages:
+    cameras: tuple[str, ...]
+    memory_map: bool
+
+    def __call__(self, d: dict[str, Any], rng: np.random.Generator | None = None) -> dict[str, Any]:
+        images = []
+        for cam in self.cameras:
+            key = f"cameras/{cam}/rgb"
+            if key not in d:
+                have = sorted({k.split("/")[1] for k in d if k.startswith("cameras/")})
+                raise ValueError(f"the policy reads camera {cam!r} but the observation has cameras {have}")
+            images.append(np.asarray(d[key]))
+        if self.memory_map:
+            if "memory/topdown" not in d:
+                raise ValueError(
+                    "the policy was trained with the memory map (memory/topdown) but the observation has "
+                    "none: run it with the memory transform (MemoryInputs with 'topdown' in inputs)"
+                )
+            images.append(np.asarray(d["memory/topdown"]))
+        return {**d, "_images": images}
+
+
+@dataclass(frozen=True)
+class Augment:
+    """Random resized crop (area fraction in ``crop_scale``, aspect kept) and colour jitter; no-op without rng."""
+
+    crop_scale: tuple[float, float]
+    jitter: tuple[float, float, float, float]
+    n_camera_images: int  # the memory map (if any, last) is not augmented: it is a drawing, not a photo
+
+    def __call__(self, d: dict[str, Any], rng: np.random.Generator | None = None) -> dict[str, Any]:
+        if rng is None:
+            return d
+        out = [self._one(img, rng) if i < self.n_camera_images else img for i, img in enumerate(d["_images"])]
+        return {**d, "_images": out}
+
+    def _one(self, img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        h, w = img.shape[:2]
+        s = np.sqrt(rng.uniform(*self.crop_scale))
+        ch, cw = max(1, int(round(h * s))), max(1, int(round(w * s)))
+        y0, x0 = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
+        crop = cv2.resize(img[y0 : y0 + ch, x0 : x0 + cw], (w, h), interpolation=cv2.INTER_LINEAR)
+        b, c, sat, hue = self.jitter
+        x = crop.astype(np.float32)
+        x *= rng.uniform(1 - b, 1 + b)
+        mean = x.mean()
+        x = (x - mean) * rng.uniform(1 - c, 1 + c) + mean
+        grey = x.mean(axis=2, keepdims=True)
+        x = (x - grey) * rng.uniform(1 - sat, 1 + sat) + grey
+        x = np.clip(x, 0, 255).astype(np.uint8)
+        if hue > 0:
+            hsv = cv2.cvtColor(x, cv2.COLOR_RGB2HSV)
+            hsv[..., 0] = ((hsv[..., 0].astype(np.int32) + int(round(rng.uniform(-hue, hue) * 180))) % 180).astype(
+                np.uint8
+            )
+            x = cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)
+        return x
+
+
+@dataclass(frozen=True)
+class Resize:
+    size: int
+
+    def __call__(self, d: dict[str, Any], rng: np.random.Generator | None = None) -> dict[str, Any]:
+        s = self.size
+        out = []
+        for img in d["_images"]:
+            img = np.asarray(img)
+            if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
+                raise ValueError(f"policy images must be uint8 HxWx3, got {img.dtype} {img.shape}")
+            if img.shape[:2] != (s, s):
+                interp = cv2.INTER_AREA if min(img.shape[:2]) > s else cv2.INTER_LINEAR
+                img = cv2.resize(img, (s, s), interpolation=interp)
+            out.append(np.ascontiguousarray(img))
+        return {**d, "_images": out}
+
+
+@dataclass(frozen=True)
+class Prompt:
+    template: str
+    proprio: bool
+    memory_text: bool
+    n_camera_images: int
+    memory_map: bool
+
+    def __call__(self, d: dict[str, Any], rng: np.random.Generator | None = None) -> dict[str, Any]:
+        instruction = str(d["prompt"]).strip().rstrip(".").lower() if d.get("prompt") else ""
+        parts = [IMAGE * self.n_camera_images, self.template.format(instruction=instruction)]
+        if self.memory_map:
+            parts.append(f" Map of what you have seen: {IMAGE}")
+        if self.memory_text:
+            if "memory/text" not in d:
+                raise ValueError(
+                    "the policy reads the memory's object table (memory/text) but the observation has none"
+                )
+            parts.append(f" Objects: {d['memory/text']}.")
+        if self.proprio:
+            state = np.asarray(d["state"], dtype=np.float64).ravel()
+            parts.append(" State: " + " ".join(f"{v:.3f}" for v in state) + ".")
+        return {**d, "_text": "".join(parts)}
+
+
+class InputTransform:
+    """The composed chain for an :class:`InputConfig`; ``__call__`` a sample dict, get a :class:`ModelInput`."""
+
+    def __init__(self, config: InputConfig) -> None:
+        self.config = c = config
+        n = len(c.cameras)
+        self.steps = [
+            SelectImages(c.cameras, c.memory_map),
+            Augment(c.crop_scale, c.jitter, n) if c.augment else None,
+            Resize(c.image_size),
+            Prompt(c.prompt, c.proprio, c.memory_text, n, c.memory_map),
+        ]
+        self.steps = [s for s in self.steps if s is not None]
+
+    def observation(self, obs: dict[str, Any], rng: np.random.Generator | None = None) -> ModelInput:
+        """An observation dict (inference, or an action sample's observation in training)."""
+        d = dict(obs)
+        for step in self.steps:
+            d = step(d, rng)
+        return ModelInput(images=d["_images"], text=d["_text"])
+
+    def question(self, images: list[np.ndarray], prompt: str) -> ModelInput:
+        """A visual question: its images resized, its prompt as given (one ``<image>`` per image)."""
+        if prompt.count(IMAGE) != len(images):
+            raise ValueError(
+                f"a question prompt needs one {IMAGE} per image: {prompt.count(IMAGE)} markers, {len(images)} images"
+            )
+        d = Resize(self.config.image_size)({"_images": list(images)})
+        return ModelInput(images=d["_images"], text=prompt)
+
+    def sample(self, sample: Any, rng: np.random.Generator | None = None) -> ModelInput:
+        """A training sample (``vla.data.Sample``): action samples through the chain, QA as questions."""
+        if sample.kind == "action":
+            mi = self.observation(sample.obs, rng)
+            mi.actions = np.asarray(sample.actions, dtype=np.float64)
+        elif sample.kind == "qa":
+            mi = self.question(sample.images, sample.prompt)
+            mi.answer = sample.answer
+        else:
+            raise ValueError(f"unknown sample kind {sample.kind!r}")
+        mi.dataset = sample.dataset
+        return mi

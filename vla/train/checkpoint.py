@@ -1,0 +1,86 @@
+"""Training checkpoints: ``out/checkpoints/step_N/``, written atomically, the last ``keep_last`` kept.
+
+A checkpoint holds everything a resumed run needs to continue exactly (bit for bit on one CPU
+process): every weight of the policy (``policy_state.safetensors``), the optimizer and scheduler
+state and the torch RNG state (``train_state.pt``, loaded with ``weights_only=True``: tensors and
+numbers, no pickled objects), the resolved config (``train_config.json``), and what
+:func:`vla.policy.load_policy` needs to use the checkpoint as a policy (``vla_policy.json``,
+``dataset_statistics.json``). The data position is the step itself: batches are a pure function
+of (seed, step).
+
+A directory is written as ``.step_N.tmp`` and renamed when complete, so a run killed while saving
+leaves the previous checkpoints intact; leftovers of such a run are removed on the next start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from vla.policy.weights import load_weights  # noqa: F401 - the loop loads checkpoints through this module
+
+_STEP = re.compile(r"^step_(\d+)$")
+
+
+def checkpoints(root: Path) -> list[tuple[int, Path]]:
+    """Complete checkpoints under ``root``, oldest first."""
+    if not root.is_dir():
+        return []
+    out = [
+        (int(m.group(1)), p) for p in root.iterdir() if (m := _STEP.match(p.name)) and (p / "train_state.pt").is_file()
+    ]
+    return sorted(out)
+
+
+def clean_partial(root: Path) -> None:
+    if root.is_dir():
+        for p in root.iterdir():
+            if p.name.startswith(".") and p.name.endswith(".tmp"):
+                shutil.rmtree(p, ignore_errors=True)
+
+
+def save(
+    root: Path,
+    step: int,
+    policy_state: dict[str, torch.Tensor],
+    policy_meta: dict[str, Any],
+    stats_writer,
+    train_state: dict[str, Any],
+    config: dict[str, Any],
+    keep_last: int,
+    keep_keys: list[str] | None = None,
+) -> Path:
+    from vla.policy.weights import WEIGHTS_FILE, save_weights
+
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".step_{step}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    save_weights(policy_state, tmp / WEIGHTS_FILE, keep_keys)
+    (tmp / "vla_policy.json").write_text(json.dumps(policy_meta, indent=2))
+    stats_writer(tmp / "dataset_statistics.json")
+    (tmp / "train_config.json").write_text(json.dumps(config, indent=2, default=str))
+    torch.save(train_state, tmp / "train_state.pt")
+    for f in tmp.iterdir():  # on disk before the rename makes it count
+        with open(f, "rb") as fh:
+            os.fsync(fh.fileno())
+    final = root / f"step_{step}"
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    for _, old in checkpoints(root)[:-keep_last]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_train_state(path: Path) -> dict[str, Any]:
+    try:
+        return torch.load(path / "train_state.pt", map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - corrupted or foreign file
+        raise ValueError(f"{path / 'train_state.pt'}: cannot read the training state: {exc}") from exc

@@ -1,0 +1,124 @@
+"""From the ``data`` config to batches: sources, the train/val split, and per-step batches.
+
+Batches are a pure function of (seed, step): the mixture draws the step's global batch with
+``np.random.default_rng([seed, step])``, each rank takes every ``world``-th sample of it, and
+augmentation draws from ``np.random.default_rng([seed, step, g])`` for the sample at place ``g`` of
+the global batch. So a resumed run
+sees exactly the batches an uninterrupted one would, data-loader workers need no shared state, and
+a DDP run sees exactly the samples a single process with the same global batch sees.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .config import DataConfig
+
+
+def build_source(cfg: DataConfig, chunk: int, memory: dict[str, Any] | None, cache_root: Path):
+    """One :class:`vla.data.SampleSource` for a non-mixture data config."""
+    from vla.data import DemoSource, GSTQASource, MemoryCache
+    from vla.transforms.memory import MemoryInputsConfig
+
+    mem_cfg = MemoryInputsConfig.from_dict(cfg.memory or memory) if (cfg.memory or memory) is not None else None
+    if cfg.kind == "demos":
+        cache = (
+            MemoryCache(mem_cfg, Path(cfg.cache_dir) if cfg.cache_dir else cache_root) if mem_cfg is not None else None
+        )
+        return DemoSource(list(cfg.paths), key=cfg.key or None, chunk=chunk, cameras=tuple(cfg.cameras), memory=cache)
+    if cfg.kind == "gst_qa":
+        if len(cfg.paths) != 1:
+            raise ValueError(f"data.kind=gst_qa reads one question directory, got paths={cfg.paths}")
+        return GSTQASource(cfg.paths[0], key=cfg.key or "gst_qa", memory=mem_cfg, max_video_frames=cfg.max_video_frames)
+    raise ValueError(f"cannot build a single source of kind {cfg.kind!r}")
+
+
+def build_sources(cfg: DataConfig, chunk: int, memory: dict[str, Any] | None, cache_root: Path, seed: int):
+    """``(train sources, val sources, weights, action masks per dataset key)``, split by episode."""
+    from vla.data import split_by_episode
+
+    parts = [DataConfig.from_dict(p) for p in cfg.parts] if cfg.kind == "mixture" else [cfg]
+    train, val, weights, masks = [], [], [], {}
+    for part in parts:
+        src = build_source(part, chunk, memory, cache_root)
+        if part.action_mask is not None:
+            masks[src.key] = list(part.action_mask)
+        tr, va = split_by_episode(src, part.val_fraction, seed)
+        train.append(tr)
+        val.append(va)
+        weights.append(float(part.weight))
+    return train, val, weights, masks
+
+
+def action_statistics(sources: list[Any], masks: dict[str, list[bool]] | None = None) -> dict[str, Any]:
+    """Per dataset key, OpenVLA statistics over the training episodes' actions."""
+    from vla.actions import ActionStats
+
+    by_key: dict[str, list[np.ndarray]] = {}
+    for s in sources:
+        a = s.actions()
+        if a is not None and len(a):
+            by_key.setdefault(s.key, []).append(np.asarray(a, dtype=np.float64))
+    return {k: ActionStats.from_actions(np.concatenate(v), (masks or {}).get(k)) for k, v in by_key.items()}
+
+
+class StepBatches(torch.utils.data.Dataset):
+    """Item ``k`` = this rank's micro-batches of step ``start + k``, encoded (see the module doc)."""
+
+    def __init__(
+        self,
+        mixture: Any,
+        transform: Any,
+        encoder: Any,
+        global_batch: int,
+        micro: int,
+        rank: int,
+        world: int,
+        seed: int,
+        start: int,
+        steps: int,
+        augment: bool = True,
+    ) -> None:
+        self.mixture, self.transform, self.encoder = mixture, transform, encoder
+        self.global_batch, self.micro, self.rank, self.world = (
+            int(global_batch),
+            max(1, int(micro)),
+            int(rank),
+            int(world),
+        )
+        self.seed, self.start, self.steps, self.augment = int(seed), int(start), int(steps), augment
+
+    def __len__(self) -> int:
+        return max(0, self.steps - self.start)
+
+    def samples(self, step: int) -> list[Any]:
+        picks = self.mixture.sample_indices(step, self.global_batch, self.seed)[self.rank :: self.world]
+        return [self.mixture.sources[s].sample(i) for s, i in picks]
+
+    def __getitem__(self, k: int) -> dict[str, Any]:
+        step = self.start + k
+        inputs = []
+        for j, sample in enumerate(self.samples(step)):
+            g = self.rank + j * self.world  # the sample's place in the step's global batch
+            rng = np.random.default_rng([self.seed, step, g]) if self.augment else None
+            inputs.append(self.transform.sample(sample, rng))
+        micro = [inputs[i : i + self.micro] for i in range(0, len(inputs), self.micro)]
+        batches = [self.encoder.train_batch(m) for m in micro]
+        actions = [[mi.actions for mi in m if mi.actions is not None] for m in micro]
+        datasets = [[mi.dataset for mi in m if mi.actions is not None] for m in micro]
+        return {"step": step, "batches": batches, "actions": actions, "datasets": datasets, "n": len(inputs)}
+
+
+def loader(dataset: StepBatches, workers: int) -> torch.utils.data.DataLoader:
+    return torch.utils.data.DataLoader(
+        dataset,
+        batch_size=None,
+        shuffle=False,
+        num_workers=int(workers),
+        persistent_workers=False,
+        prefetch_factor=2 if workers else None,
+    )
