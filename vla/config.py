@@ -76,8 +76,8 @@ def schema_defaults(target: str, exclude: tuple[str, ...] = ()) -> dict[str, Any
 
 # the groups each primary config composes (schemas are imported only for those: vla-rollout never imports torch)
 CONFIG_GROUPS: dict[str, tuple[str, ...]] = {
-    "rollout": ("env", "agent", "eval", ""),
-    "gst": ("env", "agent"),
+    "rollout": ("env", "agent", "eval", "perception", ""),
+    "gst": ("env", "agent", "perception"),
     "serve": ("env", "agent"),
     "train": ("model", "policy", "data", "train"),
 }
