@@ -79,8 +79,8 @@ def house(a) -> dict:
         "train.batch_size=16",
         f"train.lr={a.lr}",
         "train.vision_lr_scale=1.0",
-        f"train.save_every={a.steps // 4}",
-        "train.keep_last=4",
+        f"train.save_every={a.steps // a.checkpoints}",
+        f"train.keep_last={a.checkpoints}",
         "train.val_every=250",
         "train.loader_workers=1",
         "progress=false",
@@ -214,8 +214,8 @@ def libero(a) -> dict:
         "train.batch_size=16",
         f"train.lr={a.lr}",
         "train.vision_lr_scale=1.0",
-        f"train.save_every={a.steps // 4}",
-        "train.keep_last=4",
+        f"train.save_every={a.steps // a.checkpoints}",
+        f"train.keep_last={a.checkpoints}",
         "train.val_every=250",
         "train.loader_workers=1",
         "progress=false",
@@ -310,8 +310,8 @@ def gst(a) -> dict:
         "train.batch_size=8",
         f"train.lr={a.lr}",
         "train.vision_lr_scale=1.0",
-        f"train.save_every={a.steps // 4}",
-        "train.keep_last=4",
+        f"train.save_every={a.steps // a.checkpoints}",
+        f"train.keep_last={a.checkpoints}",
         "train.val_every=0",
         "train.loader_workers=1",
         "progress=false",
@@ -391,6 +391,7 @@ def main() -> int:
     ap.add_argument("--stage", default="all", choices=("all", "record", "train", "select", "test", "table"))
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--checkpoints", type=int, default=4, help="checkpoints per arm (every steps/N), chosen on val")
     ap.add_argument("--scenes", type=int, default=80, help="house: train apartments recorded (2 episodes each)")
     ap.add_argument("--val-scenes", type=int, default=10)
     ap.add_argument("--test-scenes", type=int, default=20)

@@ -58,3 +58,28 @@ class SlowRandomAgent(RandomAgent):
     def act(self, observation):
         time.sleep(0.02)
         return super().act(observation)
+
+
+class CrashingAgent(RandomAgent):
+    """Kills its own process with SIGSEGV (as a lost node would) at step 2: in trial ``always`` every
+    time, in trial ``once`` only the first time (``marker``: a file that remembers it across processes)."""
+
+    name = "crashing"
+
+    def __init__(self, seed=0, marker: str = "", always: int = 1, once: int = 2):
+        super().__init__(seed)
+        self.marker, self.always, self.once = marker, int(always), int(once)
+        self.trial = 0
+
+    def seed(self, seed):
+        super().seed(seed)
+        self.trial = seed[2] if isinstance(seed, tuple) else 0
+
+    def act(self, observation):
+        if observation.step >= 2:
+            if self.trial == self.always:
+                os.kill(os.getpid(), signal.SIGSEGV)
+            if self.trial == self.once and not os.path.exists(self.marker):
+                open(self.marker, "w").close()
+                os.kill(os.getpid(), signal.SIGSEGV)
+        return super().act(observation)

@@ -24,14 +24,16 @@ def test_composed_groups_are_the_dataclass_defaults():
     from envs.libero.config import LiberoConfig
     from vla.eval.evaluate import EvalSpec
     from vla.gst.options import GSTOptions
+    from vla.eval.backends.options import RayOptions
     from vla.rollout.rerun_view import RerunOptions
 
     cfg = compose("rollout", ["env=house"])
     assert cfg["env"] == {"name": "house", **HouseConfig().to_dict()}
     assert HouseConfig.from_dict(cfg["env"]) == HouseConfig()
-    assert cfg["eval"] == _defaults(EvalSpec, ("env", "agent", "out", "record", "extra", "perception", "rerun"))
+    assert cfg["eval"] == _defaults(EvalSpec, ("env", "agent", "out", "record", "extra", "perception", "rerun", "ray"))
     assert cfg["gst"] == _defaults(GSTOptions)
     assert cfg["rerun"] == _defaults(RerunOptions)
+    assert cfg["ray"] == _defaults(RayOptions) == compose("gst", [])["ray"]
     from envs.perception import PerceptionConfig
 
     assert cfg["perception"] == _defaults(PerceptionConfig)  # perception=gt

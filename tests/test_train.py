@@ -207,6 +207,32 @@ def test_fsdp_constructs_steps_and_checkpoints_on_cpu(demos, tmp_path):
     load_policy(out / "checkpoints" / "step_2")  # the gathered full state dict loads as a policy
 
 
+def test_training_with_memory_inputs_caches_the_maps_and_exports_a_memory_policy(demos, tmp_path):
+    """policy=house_memory with data.memory: the memory inputs are built once per episode into the
+    cache (one file per recorded episode), training steps, and the export reads the memory."""
+    out = tmp_path / "mem"
+    _train(
+        [
+            "policy=house_memory",
+            "data.memory={inputs: [topdown, objects, text], map_level: easy, map_size: [56, 56], max_objects: 4}",
+            f"data.paths=[{demos}]",
+            "data.val_fraction=0",
+            "train.steps=2",
+            "train.batch_size=4",
+            "train.log_every=1",
+            "train.save_every=0",
+            "train.plot=false",
+            f"out={out}",
+        ]
+    )
+    assert len(_log(out)) == 2 and all(np.isfinite(r["loss"]) for r in _log(out))
+    recorded = {p.stem for p in (demos / ".episodes").glob("*.hdf5")}
+    cached = list((out / "memory_cache").glob("*.hdf5"))
+    assert len(cached) == len(recorded) == 4
+    meta = json.loads((out / "policy" / "vla_policy.json").read_text())
+    assert meta["policy"]["inputs"]["memory_map"] and meta["policy"]["memory"]["map_size"] == [56, 56]
+
+
 def test_bad_configs_are_refused_with_a_clear_error(tmp_path):
     r = _train(["data.paths=[]", f"out={tmp_path}"], check=False)
     assert r.returncode == 2 and "data.paths is empty" in r.stderr

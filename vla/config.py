@@ -35,7 +35,7 @@ SCHEMAS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("agent", "vla"): ("vla.agents.vla:VLAAgentOptions", ()),
     ("eval", "default"): (
         "vla.eval.evaluate:EvalSpec",
-        ("env", "agent", "out", "record", "extra", "perception", "rerun"),
+        ("env", "agent", "out", "record", "extra", "perception", "rerun", "ray"),
     ),
     ("perception", "profile"): ("envs.perception:PerceptionConfig", ()),
     ("", "gst"): ("vla.gst.options:GSTOptions", ()),
@@ -44,6 +44,7 @@ SCHEMAS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("policy", "policy"): ("vla.policy.config:PolicyConfig", ()),
     ("data", "data"): ("vla.train.config:DataConfig", ()),
     ("train", "train"): ("vla.train.config:TrainConfig", ()),
+    ("", "ray"): ("vla.eval.backends.options:RayOptions", ()),
 }
 
 
@@ -77,7 +78,7 @@ def schema_defaults(target: str, exclude: tuple[str, ...] = ()) -> dict[str, Any
 # the groups each primary config composes (schemas are imported only for those: vla-rollout never imports torch)
 CONFIG_GROUPS: dict[str, tuple[str, ...]] = {
     "rollout": ("env", "agent", "eval", "perception", ""),
-    "gst": ("env", "agent", "perception"),
+    "gst": ("env", "agent", "perception", ""),
     "serve": ("env", "agent"),
     "train": ("model", "policy", "data", "train"),
 }

@@ -2,6 +2,8 @@
 
     vla-rollout env=libero env.suite=libero_spatial agent=scripted \\
         eval.tasks=[0,1] eval.trials_per_task=5 eval.workers=2 eval.videos=failures out=runs/x
+    vla-rollout ... eval.backend=ray ray.address=auto out=runs/x          # on a Ray cluster (docs/SCALE.md)
+    vla-rollout ... eval.shard=3/16 out=runs/x/shard_3                    # one of 16 shards; vla-merge joins them
 
 Writes ``out/episodes.jsonl`` (one line per finished episode), ``out/summary.json`` and
 ``out/videos/*.mp4``. Run the same command again to resume: finished episodes are skipped.
@@ -28,7 +30,8 @@ def spec_from_config(cfg: dict):
     from vla.eval.evaluate import EvalSpec
 
     ev = dict(cfg["eval"])
-    known = set(EvalSpec.__dataclass_fields__) - {"env", "agent", "out", "record", "extra", "perception", "rerun"}
+    left_out = {"env", "agent", "out", "record", "extra", "perception", "rerun", "ray"}
+    known = set(EvalSpec.__dataclass_fields__) - left_out
     unknown = sorted(set(ev) - known)
     if unknown:
         raise ValueError(f"unknown eval option(s) {unknown}; valid: {sorted(known)}")
@@ -47,6 +50,11 @@ def spec_from_config(cfg: dict):
             import_rerun()
         except ImportError as exc:
             raise ValueError(str(exc)) from None
+    ray = None
+    if ev.get("backend") == "ray":
+        from vla.eval.backends.options import RayOptions
+
+        ray = RayOptions.from_dict(cfg.get("ray")).to_dict()  # validated here, not in a worker
     return EvalSpec(
         env=cfg["env"],
         agent=cfg["agent"],
@@ -55,6 +63,7 @@ def spec_from_config(cfg: dict):
         extra=extra,
         perception=None if profile.exact else profile.to_dict(),
         rerun=rerun,
+        ray=ray,
         **ev,
     )
 

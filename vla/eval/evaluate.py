@@ -1,27 +1,21 @@
 """Resumable, parallel evaluation: every ``(task, trial)`` episode once, results in ``episodes.jsonl``.
 
-* ``workers >= 1``: episodes run in that many worker processes (forked; each builds its env lazily
-  and keeps it while consecutive episodes share a task). A worker that crashes (a segfault in the
-  simulator) or exceeds ``episode_timeout_s`` fails only its episode, with the reason recorded, and
-  is replaced. Workers die with the parent (``PR_SET_PDEATHSIG``), so ``kill -9`` leaves nothing behind.
-* ``workers = 0`` runs in-process (for debugging; no crash isolation).
+* Where episodes run is the backend's business (:mod:`vla.eval.backends`): ``eval.backend=local``
+  (``workers >= 1`` forked worker processes, ``workers = 0`` in-process) or ``ray`` (actors on a
+  Ray cluster). Both hand every finished episode back to this process, which alone writes files.
+* ``eval.shard=k/n`` runs the k-th of n contiguous blocks of the ordered plan (:mod:`vla.eval.shard`),
+  for schedulers without Ray (SLURM array jobs); ``vla-merge`` joins the shards' out dirs.
 * Resume: episodes already in ``episodes.jsonl`` are skipped; a killed run loses at most the
   episodes in flight and never records one twice (a single process appends, one fsync'd line each).
 """
 
 from __future__ import annotations
 
-import ctypes
-import multiprocessing as mp
-import os
-import signal
 import sys
 import time
-from collections import deque
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tqdm import tqdm
 
@@ -31,6 +25,8 @@ from ..agents import Seedable, make_agent
 from ..rollout.record import DemoRecorder, merge_demos
 from ..rollout.runtime import Subscriber, run_episode
 from ..rollout.video import VIDEO_MODES, VideoWriter
+from .backends import BACKENDS, run_episodes
+from .shard import parse_shard, select_shard, write_plan
 from .store import EpisodeStore, summarize, write_json_atomic
 
 
@@ -52,8 +48,15 @@ class EvalSpec:
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. the gst questioner's config
     perception: dict[str, Any] | None = None  # the profile applied to what the agent receives (None: exact)
     rerun: dict[str, Any] | None = None  # live view / .rrd files (vla/rollout/rerun_view.py); not the run's identity
+    backend: str = "local"  # local: this machine (workers processes) | ray: a Ray cluster (ray.* options)
+    shard: str | None = None  # "k/n": only the k-th of n contiguous blocks of the plan (vla-merge joins them)
+    ray: dict[str, Any] | None = None  # RayOptions (vla/eval/backends/options.py) for backend=ray; not the identity
 
     def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"eval.backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.shard is not None:
+            parse_shard(self.shard)
         if self.videos not in VIDEO_MODES:
             raise ValueError(f"eval.videos must be one of {VIDEO_MODES}, got {self.videos!r}")
         if int(self.workers) < 0:
@@ -141,141 +144,6 @@ class EpisodeRunner:
                 self._env, self._task = None, None
 
 
-# ----------------------------------------------------------------------------- worker processes
-def _die_with_parent(parent_pid: int) -> None:
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-    if os.getppid() != parent_pid:  # parent died before prctl took effect
-        os._exit(1)
-
-
-def _worker_main(conn, spec: EvalSpec, parent_pid: int) -> None:
-    _die_with_parent(parent_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
-    runner = EpisodeRunner(spec)
-    try:
-        while True:
-            job = conn.recv()
-            if job is None:
-                break
-            conn.send(runner.run(*job))
-    except (EOFError, KeyboardInterrupt):
-        pass
-    finally:
-        runner.close()
-
-
-@dataclass
-class _Worker:
-    proc: mp.Process
-    conn: Any
-    job: tuple[int, int, str] | None = None
-    started: float = 0.0
-
-
-def _signal_text(exitcode: int | None) -> str:
-    if exitcode is None:
-        return "unknown exit"
-    if exitcode < 0:
-        try:
-            return f"killed by {signal.Signals(-exitcode).name}"
-        except ValueError:
-            return f"killed by signal {-exitcode}"
-    return f"exit code {exitcode}"
-
-
-class _Pool:
-    def __init__(self, spec: EvalSpec, n: int) -> None:
-        self.spec, self.ctx = spec, mp.get_context("fork")
-        self.workers = [self._start() for _ in range(n)]
-
-    def _start(self) -> _Worker:
-        parent, child = self.ctx.Pipe()
-        proc = self.ctx.Process(target=_worker_main, args=(child, self.spec, os.getpid()), daemon=True)
-        proc.start()
-        child.close()
-        return _Worker(proc, parent)
-
-    def replace(self, w: _Worker) -> None:
-        if w.proc.is_alive():
-            w.proc.kill()
-        w.proc.join(5)
-        w.conn.close()
-        self.workers[self.workers.index(w)] = self._start()
-
-    def close(self) -> None:
-        for w in self.workers:
-            try:
-                w.conn.send(None)
-            except (BrokenPipeError, OSError):
-                pass
-        deadline = time.time() + 10
-        for w in self.workers:
-            w.proc.join(max(0.0, deadline - time.time()))
-            if w.proc.is_alive():
-                w.proc.kill()
-                w.proc.join(2)
-
-    def kill(self) -> None:
-        for w in self.workers:
-            if w.proc.is_alive():
-                w.proc.kill()
-            w.proc.join(2)
-
-
-def _run_pool(spec: EvalSpec, todo: deque, on_result: Callable[[dict[str, Any]], None]) -> None:
-    pool = _Pool(spec, min(int(spec.workers), len(todo)))
-    try:
-        while todo or any(w.job for w in pool.workers):
-            for w in pool.workers:
-                if w.job is None and todo:
-                    w.job, w.started = todo.popleft(), time.time()
-                    w.conn.send(w.job)
-            busy = [w for w in pool.workers if w.job]
-            ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=1.0)
-            for w in busy:
-                task_id, trial, name = w.job
-                failure = None
-                if w.conn in ready:
-                    try:
-                        rec = w.conn.recv()
-                    except (EOFError, OSError):
-                        w.proc.join(1)
-                        failure = f"worker process died ({_signal_text(w.proc.exitcode)})"
-                    else:
-                        w.job = None
-                        on_result(rec)
-                        continue
-                elif w.proc.sentinel in ready or not w.proc.is_alive():
-                    w.proc.join(1)
-                    failure = f"worker process died ({_signal_text(w.proc.exitcode)})"
-                elif spec.episode_timeout_s and time.time() - w.started > spec.episode_timeout_s:
-                    failure = f"episode timed out after {spec.episode_timeout_s:.0f} s"
-                if failure:
-                    on_result(
-                        {
-                            "env": spec.env["name"],
-                            "suite": suite_name(spec.env),
-                            "task_id": task_id,
-                            "task": name,
-                            "trial": trial,
-                            "success": False,
-                            "steps": 0,
-                            "seconds": round(time.time() - w.started, 3),
-                            "error": failure,
-                        }
-                    )
-                    w.job = None
-                    pool.replace(w)
-        pool.close()
-    except BaseException:
-        pool.kill()
-        raise
-
-
 # ----------------------------------------------------------------------------- entry point
 def _check_writable(out: Path) -> None:
     try:
@@ -312,7 +180,8 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
     _check_writable(out)
     if spec.record:
         _check_writable(Path(spec.record))
-    tasks, episodes = plan(spec)
+    tasks, planned = plan(spec)
+    episodes = select_shard(planned, spec.shard)
     run_file = out / "run.json"
     identity = {"env": spec.env, "agent": spec.agent, "extra": spec.extra}
     if spec.perception is not None:  # runs before perception profiles existed had exact perception
@@ -326,13 +195,17 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
     else:
         write_json_atomic(run_file, identity)
 
-    store = EpisodeStore(out / "episodes.jsonl")
+    header = {"env": spec.env["name"], "suite": suite_name(spec.env), "agent": spec.agent["name"], "seed": spec.seed}
     logs = [log for sub in build_subscribers(spec) for log in sub.episode_logs(out)]
+    write_plan(out, spec, planned, episodes, header, logs)  # a dir holds one shard: checked before any file changes
+    if spec.shard is not None:
+        header["shard"] = spec.shard
+    header["perception"] = (spec.perception or {}).get("name", "gt")
+
+    store = EpisodeStore(out / "episodes.jsonl")
     for log in logs:
         log.open((int(r["task_id"]), int(r["trial"])) for r in store)
-    todo = deque(e for e in episodes if (e[0], e[1]) not in store)
-    header = {"env": spec.env["name"], "suite": suite_name(spec.env), "agent": spec.agent["name"], "seed": spec.seed}
-    header["perception"] = (spec.perception or {}).get("name", "gt")
+    todo = [e for e in episodes if (e[0], e[1]) not in store]
     selected = {(t, k) for t, k, _ in episodes}
 
     def current_summary(complete: bool) -> dict[str, Any]:
@@ -355,36 +228,35 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
         file=sys.stderr,
     )
     last_summary = [0.0]
+    recs = [r for r in store if (int(r["task_id"]), int(r["trial"])) in selected]
+    counts = {
+        "n": len(recs),
+        "ok": sum(bool(r["success"]) for r in recs),
+        "err": sum(r["error"] is not None for r in recs),
+    }
 
     def on_result(rec: dict[str, Any]) -> None:
         for log in logs:  # side rows first: an episode line means all of it is on disk
             log.append(rec, rec.pop(log.field, None))
         store.append(rec)
-        s = current_summary(False)
+        if (int(rec["task_id"]), int(rec["trial"])) in selected:  # counted as it comes: O(1) per episode
+            counts["n"] += 1
+            counts["ok"] += bool(rec["success"])
+            counts["err"] += rec["error"] is not None
         bar.set_postfix_str(
-            f"success {100 * (s['success_rate'] or 0):.1f}% ({s['successes']}/{s['episodes']})"
-            + (f", errors {s['errors']}" if s["errors"] else "")
+            f"success {100 * counts['ok'] / max(counts['n'], 1):.1f}% ({counts['ok']}/{counts['n']})"
+            + (f", errors {counts['err']}" if counts["err"] else "")
         )
         bar.update(1)
-        if time.time() - last_summary[0] > 5:
-            write_json_atomic(out / "summary.json", s)
+        if time.time() - last_summary[0] > 5:  # the whole summary (side logs' too) at most every 5 s
+            write_json_atomic(out / "summary.json", current_summary(False))
             last_summary[0] = time.time()
 
     try:
-        if not todo:
-            pass
-        elif int(spec.workers) == 0:
-            runner = EpisodeRunner(spec)
-            try:
-                while todo:
-                    on_result(runner.run(*todo.popleft()))
-            finally:
-                runner.close()
-        else:
-            _run_pool(spec, todo, on_result)
+        run_episodes(spec, todo, on_result)
     finally:
         bar.close()
-        summary = current_summary(complete=not todo and all((t, k) in store for t, k, _ in episodes))
+        summary = current_summary(complete=all((t, k) in store for t, k, _ in episodes))
         write_json_atomic(out / "summary.json", summary)
         store.close()
         for log in logs:

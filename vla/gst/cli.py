@@ -1,6 +1,6 @@
 """``vla-gst``: generate GST-Bench questions, answer them with an agent, score any predictions.
 
-    vla-gst generate env=house split=test scenes=20 out=DIR
+    vla-gst generate env=house split=test scenes=20 out=DIR [backend=ray ray.address=auto]
     vla-gst eval agent=random|memory questions=DIR out=OUT [perception=gt|realistic|harsh]
     vla-gst score questions=DIR predictions=FILE out=OUT
     vla-gst export questions=DIR out=DIR [answers=FILE] [perception=...]   # for outside models, no answers
@@ -12,6 +12,7 @@ questions already in ``predictions.jsonl``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -58,14 +59,81 @@ def scene_seed(name: str) -> int:
     return int(tail) if tail.isdigit() else zlib.crc32(name.encode())
 
 
+LEVELS = ("easy", "medium", "hard")
+
+
+def _scene_maps(env_cfg: dict[str, Any], task_id: int) -> dict[str, Any]:
+    """One scene's ground-truth top-down maps (a worker's job with backend=ray)."""
+    from envs.registry import make_env
+
+    env = make_env(env_cfg, task_id)
+    try:
+        return {lvl: env.topdown_map(lvl) for lvl in LEVELS}
+    finally:
+        env.close()
+
+
+def _scene_questions(env_cfg, gen_cfg, split, name, task_id, stride, pool, media_root=None):
+    """One scene's question rows, media files and filter counts (a worker's job with backend=ray).
+
+    The media (images, videos, streams) are encoded here, by the worker: into ``media_root`` when it
+    is given (this machine), else into a scratch dir whose files come back as ``{relative path:
+    bytes}`` for the driver to write. A fresh generator per scene gives what a shared one gives
+    (``start_scene`` resets all of its state), and one writer per scene names the files the same
+    way however the scenes are spread or resumed."""
+    import tempfile
+
+    from envs.registry import family, make_env
+
+    from .generate import GenConfig, QuestionGenerator
+    from .media import MediaWriter
+
+    gen = QuestionGenerator(GenConfig(**gen_cfg), split=split)
+    env = make_env(env_cfg, task_id)
+    try:
+        env.reset(options={"trial": 0})
+        material = family(env_cfg["name"]).offline_material(env, name, stride=stride, seed=int(gen_cfg["seed"]))
+        material.maps = pool[name]  # the same images the distractor pool holds
+        gen.start_scene(scene_seed(name))
+        questions = gen.scene_offline(material, pool)
+    finally:
+        env.close()
+    scratch = tempfile.TemporaryDirectory() if media_root is None else contextlib.nullcontext(media_root)
+    with scratch as root:
+        writer = MediaWriter(root)
+        rows = [writer.externalise(q).to_json() for q in questions]
+        files = {}
+        if media_root is None:
+            files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(Path(root).rglob("*")) if p.is_file()}
+    return rows, files, dict(gen.filtered)
+
+
+def _run_scenes(cfg: dict[str, Any], fn, items: list[tuple], on_result, desc: str) -> None:
+    """``fn(*item)`` per scene, here or as Ray tasks (``backend=ray``); ``on_result(i, result)`` in order."""
+    bar = tqdm(total=len(items), desc=desc, disable=not cfg["progress"], file=sys.stderr)
+
+    def done(i: int, result: Any) -> None:
+        on_result(i, result)
+        bar.update(1)
+
+    try:
+        if cfg.get("backend", "local") == "ray":
+            from vla.eval.backends.options import RayOptions
+            from vla.eval.backends.ray_backend import map_ordered
+
+            map_ordered(fn, items, done, RayOptions.from_dict(cfg.get("ray")))
+        else:
+            for i, item in enumerate(items):
+                done(i, fn(*item))
+    finally:
+        bar.close()
+
+
 def generate(cfg: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
     from envs.material import QuestionSource
-    from envs.registry import family, make_env, require
-
-    from .generate import GenConfig, QuestionGenerator
-    from .media import MediaWriter
+    from envs.registry import family, require
 
     env_cfg = dict(cfg["env"])
     source = family(env_cfg["name"])
@@ -74,6 +142,8 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
             f"env={env_cfg['name']} has no offline GST question sets (env=house and env=omnigibson have; "
             "LIBERO supports mid-episode questions only, docs/GST.md)"
         )
+    if cfg.get("backend", "local") not in ("local", "ray"):
+        raise ValueError(f"backend must be local or ray, got {cfg.get('backend')!r}")
     require(env_cfg)
     first, n = int(cfg["first_scene"]), int(cfg["scenes"])
     if n < 1:
@@ -81,61 +151,69 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
     env_cfg, scenes = source.offline_tasks(env_cfg, cfg["split"], first, n)
     gen_cfg = dict(cfg["gen"])
     stride = int(gen_cfg.pop("stride", 2))
-    gen = QuestionGenerator(GenConfig(**gen_cfg), split=cfg["split"])
     out = Path(cfg["out"])
     out.mkdir(parents=True, exist_ok=True)
+    names = dict(scenes)  # task id -> scene name
 
     # pass 1: every scene's ground-truth maps (the TDS distractor pool), cached as png
     import imageio.v2 as imageio
 
-    levels = ("easy", "medium", "hard")
-    pool: dict[str, dict[str, Any]] = {}
     map_dir = out / "maps"
     map_dir.mkdir(exist_ok=True)
-    for task_id, name in tqdm(scenes, desc="maps", disable=not cfg["progress"], file=sys.stderr):
-        files = {lvl: map_dir / f"{name.replace('/', '-')}_{lvl}.png" for lvl in levels}
-        if not all(f.exists() for f in files.values()):
-            env = make_env(env_cfg, task_id)
-            try:
-                for lvl, f in files.items():
-                    imageio.imwrite(f, env.topdown_map(lvl))
-            finally:
-                env.close()
-        pool[name] = {lvl: np.asarray(imageio.imread(f))[..., :3] for lvl, f in files.items()}
+    files = {t: {lvl: map_dir / f"{name.replace('/', '-')}_{lvl}.png" for lvl in LEVELS} for t, name in scenes}
+    need = [t for t, _ in scenes if not all(f.exists() for f in files[t].values())]
 
-    # pass 2: questions, one scene at a time (appended; a killed run resumes at the next scene)
+    def write_maps(i: int, maps: dict[str, Any]) -> None:
+        for lvl, f in files[need[i]].items():
+            imageio.imwrite(f, maps[lvl])
+
     qpath, logpath = out / "questions.jsonl", out / "generation.jsonl"
     done = {r["scene"] for r in _read_jsonl_tolerant(logpath)}
-    _read_jsonl_tolerant(qpath)
-    kept = [r for r in _read_jsonl_tolerant(qpath) if r["scene"] in done]  # drop questions of an unfinished scene
-    with open(qpath, "w") as fh:
-        fh.writelines(json.dumps(r) + "\n" for r in kept)
-    writer = MediaWriter(out)
-    with open(qpath, "a") as qf, open(logpath, "a") as lf:
-        for task_id, name in tqdm(scenes, desc="questions", disable=not cfg["progress"], file=sys.stderr):
-            if name in done:
-                continue
-            env = make_env(env_cfg, task_id)
-            try:
-                env.reset(options={"trial": 0})
-                material = source.offline_material(env, name, stride=stride, seed=int(cfg["gen"]["seed"]))
-                material.maps = pool[name]  # the same images the distractor pool holds
-                gen.filtered.clear()
-                gen.start_scene(scene_seed(name))
-                questions = gen.scene_offline(material, pool)
-                for q in questions:
-                    _append_jsonl(qf, writer.externalise(q).to_json())
-                _append_jsonl(
-                    lf,
-                    {
-                        "scene": name,
-                        "questions": dict(Counter(q.subtask for q in questions)),
-                        "filtered": dict(gen.filtered),
-                    },
-                )
-            finally:
-                env.close()
+    todo = [t for t, name in scenes if name not in done]
+    with _cluster(cfg, bool(need or todo)) as ray:
+        _run_scenes(cfg, _scene_maps, [(env_cfg, t) for t in need], write_maps, "maps")
+        pool = {names[t]: {lvl: np.asarray(imageio.imread(f))[..., :3] for lvl, f in files[t].items()} for t in names}
+        # pass 2: questions, one scene at a time (appended; a killed run resumes at the next scene)
+        _read_jsonl_tolerant(qpath)
+        kept = [r for r in _read_jsonl_tolerant(qpath) if r["scene"] in done]  # drop questions of an unfinished scene
+        with open(qpath, "w") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in kept)
+        pool_arg = ray.put(pool) if ray is not None and todo else pool  # to the object store once, not per task
+        _generate_scenes(cfg, env_cfg, gen_cfg, stride, names, todo, pool_arg, out, qpath, logpath)
     return _manifest(out, cfg)
+
+
+@contextlib.contextmanager
+def _cluster(cfg: dict[str, Any], needed: bool):
+    """Ray for the whole generation with backend=ray (one instance for both passes), else None."""
+    if cfg.get("backend", "local") != "ray" or not needed:
+        yield None
+        return
+    from vla.eval.backends.options import RayOptions
+    from vla.eval.backends.ray_backend import connected
+
+    with connected(RayOptions.from_dict(cfg.get("ray"))) as ray:
+        yield ray
+
+
+def _generate_scenes(cfg, env_cfg, gen_cfg, stride, names, todo, pool, out: Path, qpath, logpath) -> None:
+    with open(qpath, "a") as qf, open(logpath, "a") as lf:
+
+        def append(i: int, result) -> None:
+            rows, files, filtered = result
+            for rel, data in files.items():  # media first: a question line means its files are there
+                (out / rel).parent.mkdir(parents=True, exist_ok=True)
+                (out / rel).write_bytes(data)
+            for row in rows:
+                _append_jsonl(qf, row)
+            _append_jsonl(
+                lf,
+                {"scene": names[todo[i]], "questions": dict(Counter(r["subtask"] for r in rows)), "filtered": filtered},
+            )
+
+        here = None if cfg.get("backend", "local") == "ray" else str(out)  # workers elsewhere send the bytes
+        items = [(env_cfg, gen_cfg, cfg["split"], names[t], t, stride, pool, here) for t in todo]
+        _run_scenes(cfg, _scene_questions, items, append, "questions")
 
 
 def _manifest(out: Path, cfg: dict[str, Any]) -> dict[str, Any]:

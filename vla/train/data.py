@@ -27,7 +27,7 @@ def build_source(cfg: DataConfig, chunk: int, memory: dict[str, Any] | None, cac
     mem_cfg = MemoryInputsConfig.from_dict(cfg.memory or memory) if (cfg.memory or memory) is not None else None
     if cfg.kind == "demos":
         cache = (
-            MemoryCache(mem_cfg, Path(cfg.cache_dir) if cfg.cache_dir else cache_root) if mem_cfg is not None else None
+            MemoryCache(Path(cfg.cache_dir) if cfg.cache_dir else cache_root, mem_cfg) if mem_cfg is not None else None
         )
         return DemoSource(list(cfg.paths), key=cfg.key or None, chunk=chunk, cameras=tuple(cfg.cameras), memory=cache)
     if cfg.kind == "gst_qa":

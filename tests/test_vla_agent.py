@@ -1,0 +1,145 @@
+"""``agent=vla`` in closed loop: a tiny Qwen2.5-VL policy of the real classes (random weights, exported
+with ``save_pretrained``; no trained weights exist here) drives ``vla-rollout env=house`` in a
+subprocess. Every recorded action is checked against the policy's own answer, computed here in-process
+from the recorded observation (a second path through the same checkpoint), and against the env's
+bounds; a memory-reading checkpoint runs with mid-episode GST questions answered by the model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import VENV_BIN, cli_env
+
+torch = pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+HOUSE = [
+    "env=house",
+    "env.seed=900001",
+    "env.use_meshes=false",
+    "env.width=64",
+    "env.height=64",
+    "env.max_steps=6",
+    "env.num_trials=2",
+    "eval.trials_per_task=2",
+    "eval.workers=0",
+    "progress=false",
+]
+LOW, HIGH = np.array([-0.25, -0.25, -0.5]), np.array([0.25, 0.25, 0.5])
+
+
+def _export(path: Path, memory: dict | None = None, chunk: int = 2) -> Path:
+    from vla.actions import ActionStats
+    from vla.config import compose
+    from vla.policy import ModelConfig, PolicyConfig, build_policy
+
+    cfg = compose("train", ["model=tiny_qwen2_5_vl", "policy=house_memory" if memory else "policy=house"])
+    mcfg = ModelConfig.from_dict({**cfg["model"], "image_size": 56})
+    pcfg = PolicyConfig.from_dict({**cfg["policy"], "chunk": chunk, "memory": memory})
+    rng = np.random.default_rng(3)
+    # statistics wider than the env's bounds, so that clipping to the action space is exercised
+    stats = {"house_nav": ActionStats.from_actions(rng.uniform(2 * LOW, 2 * HIGH, (400, 3)))}
+    torch.manual_seed(0)
+    policy = build_policy(mcfg, pcfg, stats)
+    with torch.no_grad():  # as if trained: action rows differ, so the decoded bins vary with the input
+        policy.action_in.data += 0.5 * torch.randn_like(policy.action_in)
+    return policy.save_pretrained(path)
+
+
+def _rollout(args: list[str]) -> subprocess.CompletedProcess:
+    r = subprocess.run(
+        [str(VENV_BIN / "vla-rollout"), *HOUSE, *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+class _Capture:
+    """A subscriber keeping (observation the agent saw, action it chose) for every step."""
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[dict, np.ndarray]] = []
+
+    def on_episode_start(self, episode) -> None:
+        self._seen = episode.observation.to_dict()
+
+    def on_step(self, episode, action, observation, reward, info) -> None:
+        self.pairs.append((self._seen, np.asarray(action)))
+        self._seen = observation.to_dict()
+
+    def on_episode_end(self, episode, result) -> None:
+        self.result = result
+
+
+def test_closed_loop_actions_are_the_policys_own_chunks_within_bounds(tmp_path):
+    """The runtime's real loop with the agent built from the rollout config; the policy, loaded again
+    here, is asked for each re-planning step's chunk from the observation the agent saw."""
+    from envs.registry import make_env
+    from vla.agents import make_agent
+    from vla.config import compose
+    from vla.policy import load_policy
+    from vla.rollout.runtime import run_episode
+
+    ck = _export(tmp_path / "policy")
+    cfg = compose("rollout", [*HOUSE, "agent=vla", f"agent.checkpoint={ck}"])
+    env, agent = make_env(cfg["env"]), make_agent(cfg["agent"])
+    cap = _Capture()
+    run_episode(env, agent, {"task_id": 0, "trial": 0}, [cap], seed=7)
+    assert cap.result.error is None and len(cap.pairs) == 6
+    actions = np.stack([a for _, a in cap.pairs])
+    assert np.isfinite(actions).all() and (actions >= LOW).all() and (actions <= HIGH).all()
+    assert len(np.unique(actions.round(6), axis=0)) > 1  # not one constant action
+    policy = load_policy(ck)
+    policy.eval()
+    for t in range(0, 6, 2):  # chunk = 2: step t's observation decides the actions of steps t and t + 1
+        chunk = np.clip(policy.infer_batch([cap.pairs[t][0]])[0], LOW, HIGH)
+        np.testing.assert_allclose(actions[t : t + 2], chunk, atol=1e-6)
+
+
+@pytest.mark.slow  # resume itself is tested for every agent in test_rollout_eval; this is the CLI path end to end
+def test_vla_rollout_runs_the_checkpoint_and_resumes(tmp_path):
+    ck = _export(tmp_path / "policy")
+    out = tmp_path / "run"
+    _rollout(["agent=vla", f"agent.checkpoint={ck}", f"out={out}"])
+    episodes = _jsonl(out / "episodes.jsonl")
+    assert len(episodes) == 2 and not any(e.get("error") for e in episodes), episodes
+    before = (out / "episodes.jsonl").read_text()
+    _rollout(["agent=vla", f"agent.checkpoint={ck}", f"out={out}"])  # resume: nothing left to run
+    assert (out / "episodes.jsonl").read_text() == before
+
+
+def test_a_memory_reading_checkpoint_acts_and_answers_mid_episode_questions(tmp_path):
+    memory = {"inputs": ["topdown", "objects", "text"], "map_level": "easy", "map_size": [56, 56], "max_objects": 4}
+    ck = _export(tmp_path / "policy", memory=memory, chunk=1)
+    out = tmp_path / "run"
+    _rollout(
+        [
+            "agent=vla",
+            f"agent.checkpoint={ck}",
+            "agent.max_answer_tokens=6",
+            "gst.at=[4]",
+            "gst.subtasks=[EDs,GPs]",
+            "eval.videos=all",
+            f"out={out}",
+        ]
+    )
+    episodes = _jsonl(out / "episodes.jsonl")
+    assert len(episodes) == 2 and not any(e.get("error") for e in episodes), episodes
+    rows = _jsonl(out / "gst.jsonl")
+    assert {r["subtask"] for r in rows} == {"EDs", "GPs"}
+    assert all(isinstance(r["prediction"], str) and "score" in r for r in rows)  # the model's free text, scored
+    assert len(list((out / "videos").glob("*.mp4"))) == 2

@@ -1,0 +1,175 @@
+"""``eval.backend=local``: episodes on this machine.
+
+* ``workers >= 1``: that many forked worker processes (each builds its env lazily, after the fork,
+  and keeps it while consecutive episodes share a task; forked by a fresh ``forkserver`` process
+  when this one has Ray running, whose threads make a plain fork unsafe). A worker that crashes (a segfault in the
+  simulator) or exceeds ``episode_timeout_s`` fails only its episode, with the reason recorded, and
+  is replaced. Workers die with the parent (``PR_SET_PDEATHSIG``), so ``kill -9`` leaves nothing behind.
+* ``workers = 0`` runs in-process (for debugging; no crash isolation).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from typing import Any
+
+from .base import Episode, OnResult, failure_record, make_schedule
+
+
+def run_local(spec, todo: list[Episode], on_result: OnResult) -> None:
+    if not todo:
+        return
+    if int(spec.workers) == 0:
+        from ..evaluate import EpisodeRunner
+
+        runner = EpisodeRunner(spec)
+        try:
+            for job in todo:
+                on_result(runner.run(*job))
+        finally:
+            runner.close()
+    else:
+        _run_pool(spec, todo, on_result)
+
+
+def _die_with_parent(parent_pid: int | None) -> None:
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+    if parent_pid is not None and os.getppid() != parent_pid:  # parent died before prctl took effect
+        os._exit(1)
+
+
+def _worker_main(conn, spec, parent_pid: int | None) -> None:
+    from ..evaluate import EpisodeRunner
+
+    _die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    runner = EpisodeRunner(spec)
+    try:
+        while True:
+            job = conn.recv()
+            if job is None:
+                break
+            conn.send(runner.run(*job))
+    except (EOFError, KeyboardInterrupt):
+        pass
+    finally:
+        runner.close()
+
+
+@dataclass
+class _Worker:
+    proc: mp.Process
+    conn: Any
+    job: Episode | None = None
+    started: float = 0.0
+
+
+def signal_text(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "unknown exit"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"
+
+
+def _start_method() -> str:
+    """``fork`` (fast, nothing to pickle), unless this process runs Ray's threads: a child forked
+    while another thread holds a lock waits on it forever, so then ``forkserver`` (a fresh server
+    process that forks the workers)."""
+    ray = sys.modules.get("ray")
+    return "forkserver" if ray is not None and getattr(ray, "is_initialized", lambda: False)() else "fork"
+
+
+class _Pool:
+    def __init__(self, spec, n: int) -> None:
+        self.spec, self.ctx = spec, mp.get_context(_start_method())
+        self.workers = [self._start() for _ in range(n)]
+
+    def _start(self) -> _Worker:
+        parent, child = self.ctx.Pipe()
+        ppid = os.getpid() if self.ctx.get_start_method() == "fork" else None  # else: the fork server's child
+        proc = self.ctx.Process(target=_worker_main, args=(child, self.spec, ppid), daemon=True)
+        proc.start()
+        child.close()
+        return _Worker(proc, parent)
+
+    def replace(self, w: _Worker) -> None:
+        if w.proc.is_alive():
+            w.proc.kill()
+        w.proc.join(5)
+        w.conn.close()
+        self.workers[self.workers.index(w)] = self._start()
+
+    def close(self) -> None:
+        for w in self.workers:
+            try:
+                w.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        deadline = time.time() + 10
+        for w in self.workers:
+            w.proc.join(max(0.0, deadline - time.time()))
+            if w.proc.is_alive():
+                w.proc.kill()
+                w.proc.join(2)
+
+    def kill(self) -> None:
+        for w in self.workers:
+            if w.proc.is_alive():
+                w.proc.kill()
+            w.proc.join(2)
+
+
+def _run_pool(spec, todo: list[Episode], on_result: OnResult) -> None:
+    schedule = make_schedule(todo)
+    pool = _Pool(spec, min(int(spec.workers), len(schedule)))
+    try:
+        while schedule or any(w.job for w in pool.workers):
+            for w in pool.workers:
+                if w.job is None and schedule:
+                    job = schedule.next(id(w))
+                    if job is not None:
+                        w.job, w.started = job, time.time()
+                        w.conn.send(w.job)
+            busy = [w for w in pool.workers if w.job]
+            ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=1.0)
+            for w in busy:
+                failure = None
+                if w.conn in ready:
+                    try:
+                        rec = w.conn.recv()
+                    except (EOFError, OSError):
+                        w.proc.join(1)
+                        failure = f"worker process died ({signal_text(w.proc.exitcode)})"
+                    else:
+                        w.job = None
+                        on_result(rec)
+                        continue
+                elif w.proc.sentinel in ready or not w.proc.is_alive():
+                    w.proc.join(1)
+                    failure = f"worker process died ({signal_text(w.proc.exitcode)})"
+                elif spec.episode_timeout_s and time.time() - w.started > spec.episode_timeout_s:
+                    failure = f"episode timed out after {spec.episode_timeout_s:.0f} s"
+                if failure:
+                    on_result(failure_record(spec, w.job, time.time() - w.started, failure))
+                    w.job = None
+                    schedule.release(id(w))
+                    pool.replace(w)
+        pool.close()
+    except BaseException:
+        pool.kill()
+        raise
