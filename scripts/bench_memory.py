@@ -1,4 +1,4 @@
-"""Benchmark of the spatial memory (issue 3, DESIGN §9): prints JSON.
+"""Benchmark of the spatial memory (issue 3, docs/BENCHMARKS.md): prints JSON.
 
     .venv/bin/python scripts/bench_memory.py                 # integration, memory, queries, Open3D
     .venv/bin/python scripts/bench_memory.py --quick         # fewer frames (a smoke run)

@@ -1,4 +1,4 @@
-"""Localisation of a view that comes without a pose (DESIGN §3, §5): where, in the memory's frame,
+"""Localisation of a view that comes without a pose (docs/ARCHITECTURE.md §3): where, in the memory's frame,
 was this RGB-D frame taken?
 
 A ground robot's camera is level-ish at a known height, so the unknowns are the floor position and

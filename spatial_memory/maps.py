@@ -1,4 +1,4 @@
-"""What the memory's top-down maps show, decided from voxels and objects (DESIGN §4).
+"""What the memory's top-down maps show, decided from voxels and objects (docs/ARCHITECTURE.md §4).
 
 - Ceiling: every voxel whose centre is at or above ``ceiling_z`` is left out of every level.
 - Wall (hard and medium): a map pixel covered by at least ``min_wall_voxels`` occupied voxels that

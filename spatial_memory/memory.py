@@ -1,4 +1,4 @@
-"""``SpatialMemory``: one global map of an episode, fused online from RGB-D frames (DESIGN §3).
+"""``SpatialMemory``: one global map of an episode, fused online from RGB-D frames (docs/ARCHITECTURE.md §3).
 
 ``integrate(frame)`` does, per frame:
 
@@ -11,7 +11,7 @@
 4. fuse all points into the sparse voxel map (:mod:`.voxels`) with colour and object label;
 5. append the camera pose to the trajectory.
 
-Queries use DESIGN §4's conventions: egocentric direction 0 = straight ahead, left positive,
+Queries use docs/ARCHITECTURE.md §4's conventions: egocentric direction 0 = straight ahead, left positive,
 (-180, 180]; distance = horizontal distance camera -> object centre; map heading 0 = image up.
 
 The memory lives in whatever frame its poses are in (the robot's odometry frame), floor at z = 0.

@@ -1,4 +1,4 @@
-"""Generate the 12 GST-Bench subtasks from scene truth and a recorded video (DESIGN §5).
+"""Generate the 12 GST-Bench subtasks from scene truth and a recorded video (docs/GST.md).
 
 Constraints enforced here (each rejection is counted by reason in ``filtered``):
 

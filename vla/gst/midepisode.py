@@ -1,4 +1,4 @@
-"""Mid-episode GST questions: a rollout subscriber (DESIGN §5).
+"""Mid-episode GST questions: a rollout subscriber (docs/GST.md).
 
 At the configured steps (``gst.every`` and/or ``gst.at``) it freezes the episode, builds questions
 whose exploration video is the episode so far and whose current view is the agent's current view

@@ -1,4 +1,4 @@
-"""Question prompts in GST-Bench's answer formats (DESIGN §4-§5).
+"""Question prompts in GST-Bench's answer formats (docs/ARCHITECTURE.md §4, docs/GST.md).
 
 The wording follows the benchmark's conventions and answer formats; every prompt states the
 convention it is scored with, so a model that follows the prompt is scored correctly.
