@@ -1,3 +1,3 @@
-"""Simulators behind one gymnasium protocol (DESIGN §2-§3): ``envs.registry.make_env``."""
+"""Simulators behind one gymnasium protocol (docs/ARCHITECTURE.md §2-§3): ``envs.registry.make_env``."""
 
 from . import _gl  # noqa: F401  (headless GL settings before any MuJoCo import)

@@ -1,6 +1,6 @@
 """Headless OpenGL for every MuJoCo renderer in the project.
 
-Two traps (DESIGN §8) are handled here once, so no user code has to know about them:
+Two traps (docs/ARCHITECTURE.md §10) are handled here once, so no user code has to know about them:
 
 * ``MUJOCO_GL`` / ``PYOPENGL_PLATFORM`` must say ``egl`` before MuJoCo or PyOpenGL is imported on a
   machine without a display; we set them unless the user already chose something else.

@@ -1,8 +1,10 @@
-"""Benchmark of the spatial memory (issue 3, DESIGN §9): prints JSON.
+"""Benchmark of the spatial memory (issue 3, docs/BENCHMARKS.md): prints JSON.
 
     .venv/bin/python scripts/bench_memory.py                 # integration, memory, queries, Open3D
     .venv/bin/python scripts/bench_memory.py --quick         # fewer frames (a smoke run)
     .venv/bin/python scripts/bench_memory.py --noise         # error vs perception noise (docs/MEMORY.md)
+    .venv/bin/python scripts/bench_memory.py --perception    # integrate under the realistic/harsh profiles,
+                                                             # with drift correction, vs Open3D on the same frames
 
 Everything runs on one core (the process is pinned to one CPU and every thread pool is set to 1
 before numpy, numba or Open3D load). Frames are rendered once by the synthetic apartment's ray
@@ -28,6 +30,7 @@ import resource  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -64,7 +67,8 @@ def render(n_frames: int, size: int):
 
 def bench_memory(frames, voxel: float, **config) -> dict:
     mem = SpatialMemory(voxel, **config)
-    mem.integrate(frames[0])  # compile / load the numba cache outside the timing
+    for f in frames[:3]:  # compile / load the numba cache outside the timing
+        mem.integrate(f)
     mem = SpatialMemory(voxel, **config)
     first = [timed(mem.integrate, f) for f in frames]
     again = [timed(mem.integrate, f) for f in frames]  # revisits: the same views again
@@ -76,7 +80,39 @@ def bench_memory(frames, voxel: float, **config) -> dict:
     }
 
 
-def bench_open3d(frames, voxel: float) -> dict:
+def bench_perception(n: int, voxel: float, with_open3d: bool) -> dict:
+    """Per-frame cost of ``integrate`` at 256x256 on the frames of each perception profile, with the memory
+    settings of that profile (detector mode, drift correction), and Open3D's ScalableTSDFVolume on the very
+    same (noisy) frames in the same run. The sensor simulation itself is not timed."""
+    from envs.perception import categories
+    from spatial_memory.perception import PROFILES
+    from vla.transforms.memory import memory_config_for
+
+    _, frames = render(n, 256)
+    out: dict = {}
+    for name in ("gt", "realistic", "harsh"):
+        stream = PROFILES[name].stream(("bench", name), categories("house"))
+        noisy = [stream(f) for f in frames]
+        cfg = memory_config_for(name)
+        row = {"memory": bench_memory(noisy, voxel, config=cfg)}
+        if name != "gt":
+            row["memory_without_drift_correction"] = bench_memory(noisy, voxel, config=replace(cfg, drift=None))
+            mem = SpatialMemory(config=cfg)
+            for f in noisy:  # where the drift-corrected integrate spends its time
+                mem.integrate(f)
+            drift = [timed(mem.drift.correct, f.depth, f.K, f.T_world_cam) for f in noisy]
+            row["drift_correct_alone"] = summary(drift)
+        if with_open3d:
+            o3 = bench_open3d(noisy, voxel, tensor=False)
+            row["open3d"] = o3
+            if "ScalableTSDFVolume" in o3:
+                t = o3["ScalableTSDFVolume"]["median_ms"]
+                row["ratio_ours_over_ScalableTSDFVolume"] = round(row["memory"]["first_pass"]["median_ms"] / t, 2)
+        out[name] = row
+    return out
+
+
+def bench_open3d(frames, voxel: float, tensor: bool = True) -> dict:
     try:
         import open3d as o3d
         import open3d.core as o3c
@@ -110,6 +146,8 @@ def bench_open3d(frames, voxel: float) -> dict:
         voxel_length=voxel, sdf_trunc=3 * voxel, color_type=o3d.pipelines.integration.TSDFVolumeColorType.RGB8
     )
     out["ScalableTSDFVolume"] = summary([timed(vol.integrate, rgbd, intr, ext) for rgbd, ext in legacy])
+    if not tensor:
+        return out
 
     dev = o3c.Device("CPU:0")
     intr_t = o3c.Tensor(K, o3c.float64)
@@ -199,7 +237,15 @@ def main() -> None:
     ap.add_argument("--noise", action="store_true", help="error vs perception noise instead of speed")
     ap.add_argument("--voxel", type=float, default=0.05)
     ap.add_argument("--no-open3d", action="store_true")
+    ap.add_argument("--perception", action="store_true", help="integrate under the perception profiles")
     args = ap.parse_args()
+
+    if args.perception:
+        n = 20 if args.quick else 60
+        res = {"voxel_size_m": args.voxel, "cpu": "one core (pinned)", "frames": n, "size": "256x256"}
+        res["profiles"] = bench_perception(n, args.voxel, not args.no_open3d)
+        print(json.dumps(res, indent=1))
+        return
 
     if args.noise:
         from spatial_memory.noise import sweep

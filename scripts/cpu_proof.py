@@ -9,8 +9,11 @@ Every stage is one of the project's own commands (vla-rollout, vla-train, vla-gs
 running the script again continues where it stopped. Checkpoints are chosen on the **val** split
 (house: val apartments; libero: sampled init states the training demos do not use; gst: the val
 question set), and only the chosen checkpoint of each arm runs on **test** (house: test
-apartments; libero: the task's 50 official init states; gst: the test question set). Results:
-``<root>/results.json`` and a markdown table on stdout.
+apartments; libero: the task's 50 official init states; gst: the test question set). With
+``--select final`` no val runs happen and each arm is tested with its last checkpoint (decided
+before training; for when val rollouts cost more time than there is). Results:
+``<root>/results.json`` and a markdown table on stdout. Run long trainings with OMP_NUM_THREADS=1 on
+a shared machine: torch's spinning threads slowed a step ~5x under oversubscription.
 """
 
 from __future__ import annotations
@@ -45,6 +48,15 @@ def summary(out: Path) -> dict:
 
 def checkpoints(train_out: Path) -> list[Path]:
     return sorted((train_out / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
+
+
+def choose(a, train_out: Path, scores: dict, score) -> str | None:
+    """The checkpoint an arm is tested with: the best on val (ties: the later one), or, with
+    ``--select final``, the last one -- fixed before any result is seen, for when val costs too much."""
+    if a.select == "final":
+        cks = checkpoints(train_out)
+        return cks[-1].name if cks else None
+    return max(scores, key=lambda k: (score(k), int(k.split("_")[1]))) if scores else None
 
 
 # ============================================================================ house
@@ -107,7 +119,7 @@ def house(a) -> dict:
         "eval.workers=2",
         "progress=false",
     ]
-    if a.stage in ("all", "select", "test", "table"):
+    if a.stage in ("all", "select", "test", "table") and a.select == "val":
         for arm in arms:
             for ck in checkpoints(R / "train" / arm):
                 out = R / "val" / arm / ck.name
@@ -122,9 +134,9 @@ def house(a) -> dict:
     if a.stage in ("all", "test", "table"):
         for arm in arms:
             scores = results["val"].get(arm, {})
-            if not scores:
+            best = choose(a, R / "train" / arm, scores, lambda k: (scores[k]["success"] or 0, scores[k]["spl"] or 0))
+            if best is None:
                 continue
-            best = max(scores, key=lambda k: (scores[k]["success"] or 0, scores[k]["spl"] or 0, int(k.split("_")[1])))
             out = R / "test" / arm
             if a.stage != "table":
                 run(
@@ -167,7 +179,7 @@ def _nav(s: dict) -> dict:
 def house_table(res: dict) -> str:
     rows = [
         "| agent | episodes | success (stop within 1 m, target in view) | SPL | reached (passing by counts) "
-        "| checkpoint (chosen on val) |",
+        "| checkpoint |",
         "|---|---|---|---|---|---|",
     ]
     for name, r in res.get("test", {}).items():
@@ -223,7 +235,7 @@ def libero(a) -> dict:
     if a.stage in ("all", "train"):
         run([str(BIN / "vla-train"), *common, f"out={R / 'train'}"], R / "logs/train.log")
     results: dict = {"val": {}, "test": {}}
-    if a.stage in ("all", "select", "test", "table"):
+    if a.stage in ("all", "select", "test", "table") and a.select == "val":
         for ck in checkpoints(R / "train"):
             out = R / "val" / ck.name  # sampled init states past the ones the demos used
             if a.stage != "table":
@@ -245,8 +257,8 @@ def libero(a) -> dict:
                 recs = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
                 recs = [r for r in recs if r["trial"] >= a.demos + 6]
                 results["val"][ck.name] = sum(r["success"] for r in recs) / max(len(recs), 1)
-    if a.stage in ("all", "test", "table") and results["val"]:
-        best = max(results["val"], key=lambda k: (results["val"][k], int(k.split("_")[1])))
+    best = choose(a, R / "train", results["val"], lambda k: results["val"][k])
+    if a.stage in ("all", "test", "table") and best is not None:
         out = R / "test"
         if a.stage != "table":
             run(
@@ -320,7 +332,7 @@ def gst(a) -> dict:
         for arm, extra in arms.items():
             run([str(BIN / "vla-train"), *common, *extra, f"out={R / 'train' / arm}"], R / f"logs/train_{arm}.log")
     results: dict = {"val": {}, "test": {}}
-    if a.stage in ("all", "select", "test", "table"):
+    if a.stage in ("all", "select", "test", "table") and a.select == "val":
         for arm in arms:
             for ck in checkpoints(R / "train" / arm):
                 out = R / "val" / arm / ck.name
@@ -344,9 +356,9 @@ def gst(a) -> dict:
     if a.stage in ("all", "test", "table"):
         for arm in arms:
             scores = results["val"].get(arm, {})
-            if not scores:
+            best = choose(a, R / "train" / arm, scores, lambda k: _mean(scores[k]))
+            if best is None:
                 continue
-            best = max(scores, key=lambda k: (_mean(scores[k]), int(k.split("_")[1])))
             out = R / "test" / arm
             if a.stage != "table":
                 run(
@@ -391,6 +403,7 @@ def main() -> int:
     ap.add_argument("--stage", default="all", choices=("all", "record", "train", "select", "test", "table"))
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--select", default="val", choices=("val", "final"), help="checkpoint chosen on val, or the last")
     ap.add_argument("--checkpoints", type=int, default=4, help="checkpoints per arm (every steps/N), chosen on val")
     ap.add_argument("--scenes", type=int, default=80, help="house: train apartments recorded (2 episodes each)")
     ap.add_argument("--val-scenes", type=int, default=10)

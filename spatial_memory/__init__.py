@@ -1,4 +1,4 @@
-"""spatial_memory: an online global map of an episode, fused from RGB-D frames (DESIGN §2-§5).
+"""spatial_memory: an online global map of an episode, fused from RGB-D frames (docs/ARCHITECTURE.md §2-§4).
 
 Pure geometry: numpy and numba, nothing from a simulator or a model. Modules, one concept each:
 ``geometry`` (rigid transforms, pinhole maths, angles), ``frame`` (``CameraFrame``), ``voxels``

@@ -147,6 +147,27 @@ def backproject_world(
 
 
 @njit(cache=True)
+def first_pixels(instance, slot_of_id, n_slots):
+    """Per slot, the raster index of its first pixel (H*W where it has none): an order of a frame's
+    segments that depends on where they are, not on their ids."""
+    H, W = instance.shape
+    out = np.full(n_slots, H * W, dtype=np.int64)
+    n_ids = slot_of_id.shape[0]
+    left = n_slots
+    for v in range(H):
+        for u in range(W):
+            i = instance[v, u]
+            if i >= 0 and i < n_ids:
+                s = slot_of_id[i]
+                if s >= 0 and out[s] == H * W:
+                    out[s] = v * W + u
+                    left -= 1
+                    if left == 0:
+                        return out
+    return out
+
+
+@njit(cache=True)
 def segment_samples(slot, pts, n_slots, max_per_slot, seg_pts, seg_count, seg_sum):
     """Per instance slot: pixel count, coordinate sum and an evenly strided sample of its points.
 
@@ -410,9 +431,24 @@ def carve_object_points(
 
 @njit(cache=True)
 def rasterize_columns(
-    vox_ijk, vox_f, vox_i, n, voxel, x0, y1, mpp, z_max, wall_lo, wall_hi, top_z, top_rgb, wall_count, object_count
+    vox_ijk,
+    vox_f,
+    vox_i,
+    n,
+    voxel,
+    x0,
+    y1,
+    mpp,
+    z_max,
+    wall_lo,
+    wall_hi,
+    top_z,
+    top_rgb,
+    wall_count,
+    object_count,
+    min_hits,
 ):
-    """Splat occupied voxels below ``z_max`` into top-down pixel layers.
+    """Splat occupied voxels (at least ``min_hits`` hits) below ``z_max`` into top-down pixel layers.
 
     Pixel (row, col) has its centre at world ``(x0 + (col + 0.5) mpp, y1 - (row + 0.5) mpp)``. A
     voxel covers the pixels whose centres fall in its xy cell (at least the pixel holding the
@@ -421,7 +457,7 @@ def rasterize_columns(
     """
     H, W = top_z.shape
     for v in range(n):
-        if vox_i[v, 0] <= 0:
+        if vox_i[v, 0] <= 0 or vox_i[v, 0] < min_hits:
             continue
         zc = (vox_ijk[v, 2] + 0.5) * voxel
         if zc >= z_max:

@@ -1,6 +1,6 @@
 """Drawing on a ``TopDownFrame`` in plain numpy: polygon fills, map levels, overlays.
 
-The same functions draw the environments' ground-truth maps and the memory's maps (DESIGN §4/§5):
+The same functions draw the environments' ground-truth maps and the memory's maps (docs/ARCHITECTURE.md §4):
 medium = walls and object footprints black on white, hard = walls only, easy = a colour image of
 the top-most surfaces. Overlays follow GST-Bench: trajectory red, start blue, agent as an arrow.
 """

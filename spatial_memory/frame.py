@@ -1,4 +1,4 @@
-"""``CameraFrame``: one RGB-D view with its intrinsics and pose (DESIGN §3).
+"""``CameraFrame``: one RGB-D view with its intrinsics and pose (docs/ARCHITECTURE.md §3).
 
 Everything the memory integrates arrives as a ``CameraFrame``; it is validated once, here, so the
 fusion code can trust its inputs. Bad input raises ``ValueError`` naming the field.

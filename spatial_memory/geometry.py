@@ -2,7 +2,7 @@
 
 Frames are named in variable names: ``T_world_cam`` maps points from the camera frame to the world
 frame (``p_world = T_world_cam @ p_cam``). Cameras use OpenCV axes (x right, y down, z forward);
-the world has z up. Angles follow DESIGN §4: degrees, left (counter-clockwise seen from above)
+the world has z up. Angles follow docs/ARCHITECTURE.md §4: degrees, left (counter-clockwise seen from above)
 positive, wrapped to (-180, 180].
 """
 

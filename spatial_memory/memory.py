@@ -1,4 +1,4 @@
-"""``SpatialMemory``: one global map of an episode, fused online from RGB-D frames (DESIGN §3).
+"""``SpatialMemory``: one global map of an episode, fused online from RGB-D frames (docs/ARCHITECTURE.md §3).
 
 ``integrate(frame)`` does, per frame:
 
@@ -11,7 +11,7 @@
 4. fuse all points into the sparse voxel map (:mod:`.voxels`) with colour and object label;
 5. append the camera pose to the trajectory.
 
-Queries use DESIGN §4's conventions: egocentric direction 0 = straight ahead, left positive,
+Queries use docs/ARCHITECTURE.md §4's conventions: egocentric direction 0 = straight ahead, left positive,
 (-180, 180]; distance = horizontal distance camera -> object centre; map heading 0 = image up.
 
 The memory lives in whatever frame its poses are in (the robot's odometry frame), floor at z = 0.
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -38,14 +38,17 @@ import numpy as np
 from . import _kernels as kern
 from . import serialization
 from .draw import BLUE, GREEN, RED, compose_level, draw_arrow, draw_disk, draw_polyline
+from .drift import DriftCorrector
+from .evidence import depth_consistent
 from .frame import CameraFrame
 from .geometry import as_pose, egocentric_bearing, invert_T, vst_box_to_camera
 from .localize import LocalizeConfig, Localization
 from .localize import localize as _localize
 from .maps import MapConfig, MapLayers, map_layers
+from .memory_config import MemoryConfig
 from .pose import CameraPose
 from .lattice import CellLattice
-from .objects import ASSOCIATIONS, MemoryObject, ObjectRegistry
+from .objects import MemoryObject, ObjectRegistry
 from .queries import Occupancy2D, OccupancyBands, normalise_category, occupancy2d, occupancy_extent
 from .register import RegisterConfig, TopDownRegistration
 from .register import register_topdown as _register_topdown
@@ -54,74 +57,6 @@ from .voxels import VoxelMap
 
 FORMAT = "spatial_memory/1"
 _VERSIONS = itertools.count(1)  # one sequence for every memory of the process: a version names one state
-
-
-@dataclass(frozen=True)
-class MemoryConfig:
-    """Every knob of the memory (saved with it).
-
-    voxel_size: metres. min_depth/max_depth: depth readings used, metres. pixel_stride: use every
-    n-th row and column. association: ``"instance"`` (stable mask ids) or ``"proximity"``
-    (detector mode). assoc_distance: metres, the least radius within which an observation joins an
-    object of its category in proximity mode. max_points / points_per_frame: object sample bounds.
-    carve_every: carve voxels every n frames (0 = never; object samples are carved every frame).
-    carve_margin: (metres, fraction of depth) beyond a point before depth counts as seeing through
-    it. structure_categories: labels that are scene structure, not objects. map: what the
-    top-down maps show.
-    """
-
-    voxel_size: float = 0.05
-    min_depth: float = 0.05
-    max_depth: float = 20.0
-    pixel_stride: int = 1
-    association: str = "instance"
-    assoc_distance: float = 0.3
-    max_points: int = 256
-    points_per_frame: int = 32
-    carve_every: int = 4
-    carve_margin: tuple[float, float] = (0.1, 0.03)
-    structure_categories: tuple[str, ...] = ("wall", "floor", "ceiling", "background")
-    colour_weight_max: float = 64.0
-    seed: int = 0
-    map: MapConfig = field(default_factory=MapConfig)
-
-    def __post_init__(self) -> None:
-        if not (np.isfinite(self.voxel_size) and self.voxel_size > 0):
-            raise ValueError(f"MemoryConfig.voxel_size must be a positive number of metres, got {self.voxel_size!r}")
-        if not (0 <= self.min_depth < self.max_depth and np.isfinite(self.max_depth)):
-            raise ValueError(
-                f"MemoryConfig needs 0 <= min_depth < max_depth < inf, got {self.min_depth}, {self.max_depth}"
-            )
-        if int(self.pixel_stride) < 1 or int(self.carve_every) < 0:
-            raise ValueError("MemoryConfig needs pixel_stride >= 1 and carve_every >= 0")
-        if self.association not in ASSOCIATIONS:
-            raise ValueError(f"MemoryConfig.association must be one of {ASSOCIATIONS}, got {self.association!r}")
-        if isinstance(self.map, dict):
-            object.__setattr__(
-                self, "map", MapConfig(**{**self.map, "wall_band": tuple(self.map.get("wall_band", (1.2, 1.8)))})
-            )
-        object.__setattr__(self, "carve_margin", tuple(float(m) for m in self.carve_margin))
-        object.__setattr__(self, "structure_categories", tuple(self.structure_categories))
-
-    @classmethod
-    def tabletop(cls, **overrides) -> "MemoryConfig":
-        """Defaults for LIBERO-scale scenes (about 1 m): 1 cm voxels, depth up to 3 m, 2 cm carve margin."""
-        base = dict(voxel_size=0.01, min_depth=0.02, max_depth=3.0, assoc_distance=0.03, carve_margin=(0.02, 0.02))
-        return cls(**{**base, **overrides})
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["map"] = self.map.to_dict()
-        d["carve_margin"] = list(self.carve_margin)
-        d["structure_categories"] = list(self.structure_categories)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "MemoryConfig":
-        d = dict(d)
-        d["carve_margin"] = tuple(d.get("carve_margin", (0.1, 0.03)))
-        d["structure_categories"] = tuple(d.get("structure_categories", ()))
-        return cls(**d)
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,7 +80,9 @@ class SpatialMemory:
         self.voxels = VoxelMap(cfg.voxel_size, cfg.colour_weight_max)
         self.registry = ObjectRegistry(**self._registry_config(cfg))
         self._traj_T = np.zeros((0, 4, 4), dtype=np.float64)
+        self._traj_odom = np.zeros((0, 4, 4), dtype=np.float64)  # the poses as given (odometry), before correction
         self._traj_step = np.zeros(0, dtype=np.int64)
+        self.drift = DriftCorrector(cfg.drift) if cfg.drift is not None else None
         self._n_traj = 0
         self._n_frames = 0
         self._version = next(_VERSIONS)
@@ -160,6 +97,8 @@ class SpatialMemory:
             points_per_frame=cfg.points_per_frame,
             assoc_distance=cfg.assoc_distance,
             seed=cfg.seed,
+            min_support=cfg.min_support,
+            min_observations=cfg.min_observations,
         )
 
     def __repr__(self) -> str:
@@ -210,24 +149,33 @@ class SpatialMemory:
             raise ValueError(f"CameraFrame.labels: instance ids must be < 2**24, got {ids[-1]}")
         lut = np.full(ids[-1] + 1, -1, dtype=np.int32)
         lut[ids] = np.arange(len(ids), dtype=np.int32)
+        if self.config.association != "instance":  # a detector's ids mean nothing: order segments by place
+            order = np.argsort(kern.first_pixels(frame.instance, lut, len(ids)), kind="stable")
+            ids = [ids[k] for k in order]
+            lut[ids] = np.arange(len(ids), dtype=np.int32)
         return lut, ids, [frame.labels[i] for i in ids]
 
     def _integrate(self, frame: CameraFrame, record_pose: bool) -> None:
         cfg = self.config
+        T_odom = frame.T_world_cam
+        if self.drift is not None:  # register the frame to the map so far: the pose in the memory's frame
+            T = self.drift.correct(frame.depth, frame.K, T_odom)
+            frame = CameraFrame(frame.rgb, frame.depth, frame.K, T, frame.instance, frame.labels, frame.step)
         T_cam_world = invert_T(frame.T_world_cam)
         lut, slot_ids, slot_cats = self._instance_slots(frame)
         pts, pix, slot = self._backproject(frame, lut)
         obj_of_slot = self._observe_objects(frame.step, pts, slot, slot_ids, slot_cats)
-        self.registry.carve(
-            T_cam_world, frame.K, frame.depth, self._object_image(frame, pix, slot, obj_of_slot), *cfg.carve_margin
-        )
+        # a detector's masks miss and bleed: only the depth (seeing through) carves objects in detector mode
+        obj_img = self._object_image(frame, pix, slot, obj_of_slot) if cfg.association == "instance" else None
+        self.registry.carve(T_cam_world, frame.K, frame.depth, obj_img, *cfg.carve_margin)
+        self.registry.count_chances(T_cam_world, frame.K, frame.depth, obj_of_slot)
         self.registry.refit_dirty()
         self._n_frames += 1
         if cfg.carve_every and self._n_frames % cfg.carve_every == 0:
             self.voxels.carve(T_cam_world, frame.K, frame.depth, *cfg.carve_margin)
         self.voxels.integrate(pts, pix, slot, obj_of_slot, frame.rgb.reshape(-1, 3))
         if record_pose:
-            self._append_pose(frame.T_world_cam, frame.step)
+            self._append_pose(frame.T_world_cam, frame.step, T_odom)
 
     def _backproject(self, frame: CameraFrame, lut: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """World points of the valid pixels, their flat pixel index and instance slot (-1 = none)."""
@@ -265,6 +213,8 @@ class SpatialMemory:
         if not slot_ids:
             return obj_of_slot
         n_slots, M = len(slot_ids), self.registry.points_per_frame
+        if self.config.association != "instance":
+            slot = depth_consistent(slot, pts, n_slots)
         seg_pts = np.zeros((n_slots, M, 3), dtype=np.float32)
         seg_count = np.zeros(n_slots, dtype=np.int64)
         seg_sum = np.zeros((n_slots, 3), dtype=np.float64)
@@ -318,20 +268,35 @@ class SpatialMemory:
                 self._append_pose(T_world_cam, int(step))
         return out
 
-    def _append_pose(self, T_world_cam: np.ndarray, step: int) -> None:
+    def _append_pose(self, T_world_cam: np.ndarray, step: int, T_odom: np.ndarray | None = None) -> None:
         n = self._n_traj
         if n == len(self._traj_T):
             cap = max(64, 2 * n)
-            T, s = np.zeros((cap, 4, 4)), np.zeros(cap, dtype=np.int64)
-            T[:n], s[:n] = self._traj_T[:n], self._traj_step[:n]
-            self._traj_T, self._traj_step = T, s
+            T, To, s = np.zeros((cap, 4, 4)), np.zeros((cap, 4, 4)), np.zeros(cap, dtype=np.int64)
+            T[:n], To[:n], s[:n] = self._traj_T[:n], self._traj_odom[:n], self._traj_step[:n]
+            self._traj_T, self._traj_odom, self._traj_step = T, To, s
         self._traj_T[n] = T_world_cam
+        self._traj_odom[n] = T_world_cam if T_odom is None else T_odom
         self._traj_step[n] = step
         self._n_traj = n + 1
 
+    def to_memory_frame(self, T_odom_cam: np.ndarray, step: int | None = None) -> np.ndarray:
+        """A pose given in the odometry frame (the frames' own poses) in the memory's frame: the drift
+        correction of the trajectory entry at ``step`` (the latest one at or before it; default: the
+        latest entry). Identity without drift correction."""
+        T = as_pose(T_odom_cam, "to_memory_frame: T_odom_cam")
+        if self.drift is None or self._n_traj == 0:
+            return T
+        i = self._n_traj - 1
+        if step is not None:
+            at = np.flatnonzero(self._traj_step[: self._n_traj] <= int(step))
+            i = int(at[-1]) if len(at) else 0
+        return self._traj_T[i] @ invert_T(self._traj_odom[i]) @ T
+
     # ================================================================================ queries
     def objects(self) -> list[MemoryObject]:
-        return [self.registry.view(o) for o in range(len(self.registry))]
+        """The objects in memory (detector mode: the confirmed ones, see :mod:`.objects`)."""
+        return [self.registry.view(int(o)) for o in np.flatnonzero(self.registry.confirmed())]
 
     def object(self, target: str | int) -> MemoryObject:
         """One object by memory id, by a category unique in memory, or by instance id (int)."""
@@ -476,8 +441,12 @@ class SpatialMemory:
         arrays = {f"vox_{k}": v for k, v in vox.items()}
         arrays.update({f"obj_{k}": v for k, v in obj_arrays.items()})
         arrays["traj_T"] = self._traj_T[: self._n_traj].copy()
+        arrays["traj_odom"] = self._traj_odom[: self._n_traj].copy()
         arrays["traj_step"] = self._traj_step[: self._n_traj].copy()
         meta = {"format": FORMAT, "config": self.config.to_dict(), "n_frames": self._n_frames, "objects": obj_meta}
+        if self.drift is not None:
+            drift_arrays, meta["drift"] = self.drift.state()
+            arrays.update(drift_arrays)
         return arrays, meta
 
     @classmethod
@@ -496,7 +465,10 @@ class SpatialMemory:
                 meta["objects"],
             )
             T, steps = np.asarray(arrays["traj_T"]), np.asarray(arrays["traj_step"])
+            T_odom = np.asarray(arrays.get("traj_odom", T))
             n_frames = int(meta["n_frames"])
+            if cfg.drift is not None:
+                mem.drift = DriftCorrector.from_state(arrays, meta["drift"])
         except (KeyError, TypeError) as exc:
             raise ValueError(f"spatial memory state is incomplete or malformed: {exc!r}") from exc
         if T.dtype != np.float64 or T.shape[1:] != (4, 4) or steps.dtype != np.int64 or steps.shape != (len(T),):
@@ -505,7 +477,9 @@ class SpatialMemory:
             )
         if len(mem.registry) and np.any(mem.voxels.field("label") >= len(mem.registry)):
             raise ValueError("voxel labels refer to objects that are not in the registry")
-        mem._traj_T, mem._traj_step, mem._n_traj = T.copy(), steps.copy(), len(T)
+        if T_odom.dtype != np.float64 or T_odom.shape != T.shape:
+            raise ValueError(f"trajectory arrays malformed: traj_odom {T_odom.dtype} {T_odom.shape}")
+        mem._traj_T, mem._traj_odom, mem._traj_step, mem._n_traj = T.copy(), T_odom.copy(), steps.copy(), len(T)
         mem._n_frames = n_frames
         mem._version = next(_VERSIONS)
         return mem
@@ -532,7 +506,9 @@ class SpatialMemory:
             snap.voxels = self.voxels.copy()
             snap.registry = self.registry.copy()
             snap._traj_T, snap._traj_step = self.trajectory()
+            snap._traj_odom = self._traj_odom[: self._n_traj].copy()
             snap._n_traj, snap._n_frames, snap._version = self._n_traj, self._n_frames, self._version
+            snap.drift = None if self.drift is None else self.drift.copy()
         snap.read_only = True
         return snap
 

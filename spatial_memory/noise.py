@@ -9,7 +9,7 @@
   per frame (standard deviations).
 
 :func:`evaluate` builds the synthetic apartment, walks through it, feeds the (noisy) frames to a
-memory and scores what it answers against the scene's truth with GST-Bench's metrics (DESIGN §5).
+memory and scores what it answers against the scene's truth with GST-Bench's metrics (docs/GST.md).
 ``scripts/bench_memory.py --noise`` prints the sweep recorded in ``docs/MEMORY.md``.
 """
 

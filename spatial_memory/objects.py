@@ -10,6 +10,9 @@ Association of a new observation to an existing object:
 - ``"proximity"``: by category and 3D distance (detector mode: ids are frame-local), greedy
   one-to-one, nearest first, within ``max(assoc_distance, 0.5 * object diagonal)``.
 
+Detector mode (``"proximity"``) also keeps evidence per object and merges what a detector splits:
+:mod:`.evidence` (:class:`~.evidence.DetectorEvidence`, a base of :class:`ObjectRegistry`).
+
 Objects that move are handled by free-space carving: sample points that a new depth image sees
 through are dropped (:func:`._kernels.carve_object_points`), so the sample follows the object.
 """
@@ -22,6 +25,7 @@ import numpy as np
 
 from . import _kernels as kern
 from .draw import box_footprint
+from .evidence import DetectorEvidence, inside_box
 from .geometry import rot_z, yaw_of_rotation
 
 ASSOCIATIONS = ("instance", "proximity")
@@ -83,7 +87,7 @@ def gravity_aligned_box(
     return np.asarray(center, dtype=np.float64).copy(), corners_local.max(axis=0) - corners_local.min(axis=0), yaw
 
 
-class ObjectRegistry:
+class ObjectRegistry(DetectorEvidence):
     """Objects as parallel arrays (index = order of creation) plus a few per-object Python values."""
 
     def __init__(
@@ -94,6 +98,11 @@ class ObjectRegistry:
         assoc_distance: float = 0.3,
         box_weight_max: int = 20,
         seed: int = 0,
+        min_support: float = 0.0,
+        min_observations: int = 1,
+        merge: bool | None = None,
+        detect_range: float = 6.0,
+        detect_pixels: float = 24.0,
     ):
         if association not in ASSOCIATIONS:
             raise ValueError(f"association must be one of {ASSOCIATIONS}, got {association!r}")
@@ -107,6 +116,12 @@ class ObjectRegistry:
         self.assoc_distance = float(assoc_distance)
         self.box_weight_max = int(box_weight_max)
         self.rng = np.random.default_rng(seed)
+        self.min_support = float(min_support)
+        self.min_observations = int(min_observations)
+        self.merge = association == "proximity" if merge is None else bool(merge)
+        self.detect_range = float(detect_range)
+        self.detect_pixels = float(detect_pixels)
+        self.votes: list[dict[str, int]] = []  # per object: detections per category
         self.ids: list[str] = []
         self.categories: list[str] = []
         self._suffix: dict[str, int] = {}
@@ -133,12 +148,13 @@ class ObjectRegistry:
             "box_center": np.zeros((n, 3), dtype=np.float64),
             "box_size": np.zeros((n, 3), dtype=np.float64),
             "box_yaw": np.zeros(n, dtype=np.float64),
+            "chances": np.zeros(n, dtype=np.int64),  # frames in which it should have been detected
+            "alias": np.full(n, -1, dtype=np.int64),  # the object it was merged into (-1: itself)
         }
 
     def __len__(self) -> int:
         return len(self.ids)
 
-    # ------------------------------------------------------------------------------------ lookup
     def view(self, o: int) -> MemoryObject:
         a = self.a
         iid = int(a["instance_id"][o])
@@ -169,8 +185,11 @@ class ObjectRegistry:
             raise KeyError(f"an object target is an id, a category or an instance id, got {target!r}")
         o = self._by_id.get(target)
         if o is not None:
+            while self.a["alias"][o] >= 0:
+                o = int(self.a["alias"][o])
             return o
-        same = self._by_category.get(target)
+        ok = self.confirmed()
+        same = [o for o in self._by_category.get(target, ()) if ok[o]]
         if same:
             if len(same) == 1:
                 return same[0]
@@ -202,6 +221,7 @@ class ObjectRegistry:
             oid = f"{category}_{k}"
         self.ids.append(oid)
         self.categories.append(category)
+        self.votes.append({})
         self._by_id[oid] = o
         self._by_category.setdefault(category, []).append(o)
         self.a["first_seen"][o] = step
@@ -210,14 +230,30 @@ class ObjectRegistry:
             self._by_instance[instance_id] = o
         return o
 
-    def _match(self, categories: list[str], centers: np.ndarray) -> list[int | None]:
-        """Greedy one-to-one association by category and distance (nearest pairs first)."""
+    def _match(
+        self, categories: list[str], centers: np.ndarray, samples: list[np.ndarray] | None = None
+    ) -> list[int | None]:
+        """Greedy one-to-one association by category and distance (nearest pairs first), within
+        ``max(assoc_distance, half the object's diagonal, 0.35 x (its diagonal + the segment's))``. With
+        the segments' ``samples``, a segment whose points lie largely (>= 30 %) inside an object's box
+        (grown by ``assoc_distance`` / 3) joins it too, however far its centroid (a partial view of a
+        large object)."""
         pairs = []
+        alias = self.a["alias"]
         for s, (cat, c) in enumerate(zip(categories, centers)):
+            seg = 0.0 if samples is None or len(samples[s]) < 2 else float(np.linalg.norm(np.ptp(samples[s], axis=0)))
             for o in self._by_category.get(cat, ()):
+                if alias[o] >= 0:
+                    continue
                 d = float(np.linalg.norm(self.a["center"][o] - c))
-                if d <= max(self.assoc_distance, 0.5 * float(np.linalg.norm(self.a["size"][o]))):
+                diag = float(np.linalg.norm(self.a["size"][o]))
+                if d <= max(self.assoc_distance, 0.5 * diag, 0.35 * (diag + seg)):
                     pairs.append((d, s, o))
+                elif samples is not None and self.a["npts"][o] >= 3:
+                    a = self.a
+                    inside = inside_box(samples[s], a["center"][o], a["size"][o], a["yaw"][o], self.assoc_distance / 3)
+                    if inside >= 0.3:
+                        pairs.append((d, s, o))
         out: list[int | None] = [None] * len(categories)
         used = set()
         for d, s, o in sorted(pairs):
@@ -239,13 +275,14 @@ class ObjectRegistry:
         if self.association == "instance":
             objs = [self._by_instance.get(i) for i in instance_ids]
         else:
-            objs = self._match(categories, centroids)
+            objs = self._match(categories, centroids, samples)
         out = np.empty(len(samples), dtype=np.int32)
         for s, (o, pts) in enumerate(zip(objs, samples)):
             if o is None:
                 o = self._new(categories[s], step, instance_ids[s] if self.association == "instance" else None)
             self._add_points(o, pts)
             self._seen(o, step)
+            self._vote(o, categories[s])
             self._dirty.add(o)
             out[s] = o
         return out
@@ -274,6 +311,7 @@ class ObjectRegistry:
             a["box_yaw"][o] = np.mod(a["box_yaw"][o] + w * (yaw - a["box_yaw"][o]), np.pi / 2)
         a["box_n"][o] += 1
         self._seen(o, step)
+        self._vote(o, category)
         self._refit(o)
         return o
 
@@ -350,9 +388,14 @@ class ObjectRegistry:
             self._dirty.add(int(o))
 
     def refit_dirty(self) -> None:
-        for o in sorted(self._dirty):
+        dirty = sorted(self._dirty)
+        for o in dirty:
             self._refit(o)
         self._dirty.clear()
+        if self.merge:
+            for o in dirty:
+                if self.a["alias"][o] < 0:
+                    self._consolidate(o)
 
     # ------------------------------------------------------------------------------------ state
     def copy(self) -> "ObjectRegistry":
@@ -366,6 +409,11 @@ class ObjectRegistry:
             points_per_frame=self.points_per_frame,
             assoc_distance=self.assoc_distance,
             box_weight_max=self.box_weight_max,
+            min_support=self.min_support,
+            min_observations=self.min_observations,
+            merge=self.merge,
+            detect_range=self.detect_range,
+            detect_pixels=self.detect_pixels,
         )
 
     def state(self) -> tuple[dict[str, np.ndarray], dict]:
@@ -376,6 +424,7 @@ class ObjectRegistry:
             "categories": list(self.categories),
             "suffix": dict(self._suffix),
             "rng": self.rng.bit_generator.state,
+            "votes": [dict(v) for v in self.votes],
         }
         return arrays, meta
 
@@ -387,6 +436,8 @@ class ObjectRegistry:
             raise ValueError("object state: ids and categories must be equally long and ids unique")
         template = reg._empty_arrays(n)
         for k, t in template.items():
+            if k not in arrays and k in ("chances", "alias"):  # files written before detector evidence
+                continue
             if k not in arrays:
                 raise ValueError(f"object state is missing the field {k!r}")
             v = np.asarray(arrays[k])
@@ -405,6 +456,11 @@ class ObjectRegistry:
             reg._by_category.setdefault(str(cat), []).append(o)
             if template["instance_id"][o] >= 0:
                 reg._by_instance[int(template["instance_id"][o])] = o
+        reg.votes = [{str(c): int(k) for c, k in v.items()} for v in meta.get("votes", [{}] * n)]
+        if len(reg.votes) != n:
+            raise ValueError("object state: one category vote table per object expected")
+        if np.any(template["alias"] >= n) or np.any(template["alias"] == np.arange(n)):
+            raise ValueError("object state: merge aliases out of range")
         reg._suffix = {str(k): int(v) for k, v in meta["suffix"].items()}
         reg.rng.bit_generator.state = meta["rng"]
         return reg

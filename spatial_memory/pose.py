@@ -1,4 +1,4 @@
-"""What any camera pose answers: position, yaw and heading on a north-up map (DESIGN §4)."""
+"""What any camera pose answers: position, yaw and heading on a north-up map (docs/ARCHITECTURE.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Registration of the memory to a given top-down image (DESIGN §3-§5): which pixel of someone
+"""Registration of the memory to a given top-down image (docs/ARCHITECTURE.md §3-§4): which pixel of someone
 else's map is a point of the memory's (odometry) frame?
 
 The image is a 640x512 north-up map of the scene drawn on the *simulator's world* frame (GST's easy,

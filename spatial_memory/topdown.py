@@ -1,4 +1,4 @@
-"""Top-down maps on one shared pixel frame (DESIGN §4).
+"""Top-down maps on one shared pixel frame (docs/ARCHITECTURE.md §4).
 
 ``TopDownFrame`` fixes how world xy maps to the 640x512 map image and to GST's ``[0, 999]`` point
 grid. The environments draw their ground-truth maps and the memory draws its own maps on the same

@@ -162,9 +162,11 @@ class VoxelMap:
         lo, hi = ijk[:, :2].min(axis=0) * self.voxel_size, (ijk[:, :2].max(axis=0) + 1) * self.voxel_size
         return float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])
 
-    def rasterize(self, frame: TopDownFrame, z_max: float, wall_band: tuple[float, float]) -> dict[str, np.ndarray]:
-        """Top-down layers on ``frame``: ``top_z`` (-inf where nothing), ``top_rgb``, ``wall_count``,
-        ``object_count`` (see :func:`._kernels.rasterize_columns`)."""
+    def rasterize(
+        self, frame: TopDownFrame, z_max: float, wall_band: tuple[float, float], min_hits: int = 1
+    ) -> dict[str, np.ndarray]:
+        """Top-down layers on ``frame`` of the voxels with at least ``min_hits`` hits: ``top_z`` (-inf
+        where nothing), ``top_rgb``, ``wall_count``, ``object_count`` (:func:`._kernels.rasterize_columns`)."""
         H, W = frame.height, frame.width
         layers = {
             "top_z": np.full((H, W), -np.inf, dtype=np.float64),
@@ -189,6 +191,7 @@ class VoxelMap:
             layers["top_rgb"],
             layers["wall_count"],
             layers["object_count"],
+            int(min_hits),
         )
         return layers
 

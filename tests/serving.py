@@ -66,7 +66,7 @@ def tour_observations(n: int = 28, size: int = SIZE) -> tuple[list[dict[str, Any
 
 
 def truth_bearing(T_world_cam: np.ndarray, center: np.ndarray) -> tuple[float, float]:
-    """Egocentric (direction_deg, distance_m), written out from DESIGN §4 independently of the
+    """Egocentric (direction_deg, distance_m), written out from docs/ARCHITECTURE.md §4 independently of the
     project's geometry code: forward = the camera's z axis in the floor plane, left = forward turned
     +90 degrees; direction = atan2(left component, forward component)."""
     fwd = T_world_cam[:3, 2][:2]

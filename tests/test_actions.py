@@ -1,6 +1,6 @@
 """vla/actions.py against a second implementation of OpenVLA's action tokenisation written here.
 
-The reference functions below follow DESIGN §7 and the semantics of OpenVLA's ``ActionTokenizer``
+The reference functions below follow docs/ARCHITECTURE.md §7 and the semantics of OpenVLA's ``ActionTokenizer``
 (``np.clip`` to [-1, 1], ``np.digitize`` against ``np.linspace(-1, 1, 256)`` edges, ``vocab_size - bin``;
 decoding ``bin_centers[clip(vocab_size - id - 1, 0, 254)]``) with explicit per-element loops over Python
 floats: digitize is spelled out as "how many edges are <= x". The tokenizer is the real Qwen tokenizer the
@@ -24,7 +24,7 @@ from vla.actions import ActionStats, ActionTokenizer, read_statistics, write_sta
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QWEN_LEN = 151_669  # len() of the shipped Qwen tokenizer
 QWEN_ROWS = 151_936  # Qwen2.5-VL-3B's embedding rows (the last_ids vocab_size)
-EDGES = [float(e) for e in np.linspace(-1.0, 1.0, 256)]  # the definition of the bins (DESIGN §7)
+EDGES = [float(e) for e in np.linspace(-1.0, 1.0, 256)]  # the definition of the bins (docs/ARCHITECTURE.md §7)
 
 
 # ---------------------------------------------------------------- the reference implementation

@@ -31,11 +31,14 @@ def test_composed_groups_are_the_dataclass_defaults():
     assert cfg["env"] == {"name": "house", **HouseConfig().to_dict()}
     assert HouseConfig.from_dict(cfg["env"]) == HouseConfig()
     assert cfg["eval"] == _defaults(
-        EvalSpec, ("env", "agent", "out", "record", "merge_record", "extra", "rerun", "ray")
+        EvalSpec, ("env", "agent", "out", "record", "merge_record", "extra", "perception", "rerun", "ray")
     )
     assert cfg["gst"] == _defaults(GSTOptions)
     assert cfg["rerun"] == _defaults(RerunOptions)
     assert cfg["ray"] == _defaults(RayOptions) == compose("gst", [])["ray"]
+    from envs.perception import PerceptionConfig
+
+    assert cfg["perception"] == _defaults(PerceptionConfig)  # perception=gt
     cfg = compose("rollout", ["env=libero"])
     assert cfg["env"] == {"name": "libero", **LiberoConfig().to_dict()}
     assert LiberoConfig.from_dict(cfg["env"]) == LiberoConfig()

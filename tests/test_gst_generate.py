@@ -1,4 +1,4 @@
-"""GST question generation on real apartments: the constraints of DESIGN §5, answers, resume, scoring."""
+"""GST question generation on real apartments: the constraints of docs/GST.md, answers, resume, scoring."""
 
 import json
 import re
@@ -124,7 +124,7 @@ def _sub(K, s):
 
 
 def map_bounds(truth, margin=0.5, width=640, height=512):
-    """World box the 640x512 map shows: the floor plan plus 0.5 m, grown to the image's aspect (DESIGN §4)."""
+    """World box the 640x512 map shows: the floor plan plus 0.5 m, grown to the image's aspect (ARCHITECTURE §4)."""
     x0, y0, x1, y1 = truth.bounds
     x0, y0, x1, y1 = x0 - margin, y0 - margin, x1 + margin, y1 + margin
     s = max((x1 - x0) / width, (y1 - y0) / height)
@@ -271,7 +271,7 @@ CANONICAL = {  # what the random agent writes, read back here with our own patte
 
 
 def design_score(answer_type, pred, truth):
-    """DESIGN §5's metrics, written out again (in [0, 1])."""
+    """GST-Bench's metrics (docs/GST.md), written out again (in [0, 1])."""
     if answer_type == "angle":
         d = abs(pred - truth) % 360
         e = min(d, 360 - d)
@@ -344,7 +344,7 @@ def test_scoring_perfect_garbage_missing_and_random(qdir, expected, tmp_path):
         for p in map(json.loads, (tmp_path / "r" / "predictions.jsonl").read_text().splitlines())
     }
     assert set(preds) == {q.id for q in qs}
-    # the harness's scores, recomputed from the predictions with DESIGN's formulas
+    # the harness's scores, recomputed from the predictions with the metrics' formulas
     ours = {}
     for q in qs:
         pattern, read = CANONICAL[q.answer_type]

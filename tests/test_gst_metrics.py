@@ -81,7 +81,7 @@ def test_bootstrap_interval_covers_the_mean_and_shrinks_with_n():
 
 
 def test_uniform_random_answers_hit_the_chance_anchors():
-    """DESIGN §5: uniform answers score about 16.7 on angles and 25 on choices. On points the chance
+    """docs/GST.md: uniform answers score about 16.7 on angles and 25 on choices. On points the chance
     level depends on where the true points lie (the paper's ~14 reflects its maps); for uniformly
     distributed truths it is the mean over d of F(d / 1000), with F(s) = pi s^2 - 8 s^3 / 3 + s^4 / 2
     the distance distribution of two uniform points in a unit square."""
@@ -188,7 +188,7 @@ def test_odd_input_parses_to_exactly_what_it_says(junk, angle, distance):
         ("angle", -134.4, "-134"),
         ("angle", 0.4, "0"),
         ("angle", 89.6, "90"),
-        ("distance", 1.26, "1.3"),  # one decimal, as DESIGN §4 asks
+        ("distance", 1.26, "1.3"),  # one decimal, as docs/ARCHITECTURE.md §4 asks
         ("distance", 12.0, "12.0"),
         ("point", (12.6, 998.4), "<point>13 998</point>"),
         ("point", (0, 0), "<point>0 0</point>"),

@@ -243,8 +243,9 @@ def test_targets_missing_from_the_registry_are_located_from_their_pixels(episode
             seen[int(i)] = seen.get(int(i), 0) + int(c)
     objects = [o for o in truth.objects if seen.get(o.instance_id, 0) >= 300]
     assert len(objects) >= 3
+    poses = np.stack([f.T_world_cam for f in frames])  # the frames' own (exact, odometry-frame) poses
     for o in objects[:6]:
-        p = _locate_in_stream(frames, None, lambda f, i=o.instance_id: [i])
+        p = _locate_in_stream(frames, poses, None, lambda f, i=o.instance_id: [i])
         centre = (T_odom_world @ np.r_[o.position, 1.0])[:3]
         half = np.asarray(o.box.size) / 2
         assert np.all(np.abs(p[:2] - centre[:2]) <= np.max(half[:2]) + 0.1), (o.id, p, centre)

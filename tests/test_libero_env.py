@@ -1,4 +1,4 @@
-"""LiberoEnv against the observation contract (DESIGN §3) on a real LIBERO scene."""
+"""LiberoEnv against the observation contract (docs/ARCHITECTURE.md §3) on a real LIBERO scene."""
 
 import numpy as np
 import pytest

@@ -1,5 +1,5 @@
 """Property tests of the geometry the memory is built on: transforms, pinhole maths, angles, VST
-boxes and the top-down frame (DESIGN §4 conventions)."""
+boxes and the top-down frame (docs/ARCHITECTURE.md §4 conventions)."""
 
 from __future__ import annotations
 

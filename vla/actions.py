@@ -1,4 +1,4 @@
-"""Action statistics and 256-bin action tokens, compatible with OpenVLA (DESIGN §7).
+"""Action statistics and 256-bin action tokens, compatible with OpenVLA (docs/ARCHITECTURE.md §7).
 
 Normalisation (per dimension, with one dataset key's statistics)::
 
@@ -322,7 +322,7 @@ def _integer_ids(ids: Any) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ActionTokenizer:
-    """The id mapping ``token = vocab_size - digitize(x_n, bins)`` (module docstring; DESIGN §7)."""
+    """The id mapping ``token = vocab_size - digitize(x_n, bins)`` (module docstring; docs/ARCHITECTURE.md §7)."""
 
     vocab_size: int
     n_bins: int = 256

@@ -5,10 +5,11 @@ defaults and validation (:data:`SCHEMAS`): ``env=house`` by ``envs.house.config.
 ``env=libero`` by ``envs.libero.config.LiberoConfig``, ``env=omnigibson`` by
 ``envs.omnigibson.config.OmniGibsonConfig``, ``agent=memory`` by
 ``vla.agents.memory.MemoryAgentOptions``, ``eval`` by ``vla.eval.evaluate.EvalSpec``, ``gst`` by
-``vla.gst.options.GSTOptions``, ... The dataclass defaults are registered in Hydra's ConfigStore as
-``<name>_schema`` nodes; a group's YAML file lists its schema first in its defaults list and only
-overrides (usually nothing but ``name``). So ``env.split=val`` works without ``+``, an unknown key
-is refused by Hydra, and ``vla-rollout --cfg`` prints the whole composed config.
+``vla.gst.options.GSTOptions``, ``perception=gt|realistic|harsh`` by ``envs.perception.PerceptionConfig``,
+... The dataclass defaults are registered in Hydra's ConfigStore as ``<name>_schema`` nodes; a
+group's YAML file lists its schema first in its defaults list and only overrides (usually nothing but
+``name``). So ``env.split=val`` works without ``+``, an unknown key is refused by Hydra, and
+``vla-rollout --cfg`` prints the whole composed config.
 
 The compose API is used (not ``@hydra.main``) so that a CLI does not change directory or write
 Hydra's own output folders, and so that errors are reported as one clear line.
@@ -34,8 +35,9 @@ SCHEMAS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("agent", "vla"): ("vla.agents.vla:VLAAgentOptions", ()),
     ("eval", "default"): (
         "vla.eval.evaluate:EvalSpec",
-        ("env", "agent", "out", "record", "merge_record", "extra", "rerun", "ray"),
+        ("env", "agent", "out", "record", "merge_record", "extra", "perception", "rerun", "ray"),
     ),
+    ("perception", "profile"): ("envs.perception:PerceptionConfig", ()),
     ("", "gst"): ("vla.gst.options:GSTOptions", ()),
     ("", "rerun"): ("vla.rollout.rerun_view:RerunOptions", ()),
     ("model", "model"): ("vla.policy.backbone:ModelConfig", ()),
@@ -75,8 +77,8 @@ def schema_defaults(target: str, exclude: tuple[str, ...] = ()) -> dict[str, Any
 
 # the groups each primary config composes (schemas are imported only for those: vla-rollout never imports torch)
 CONFIG_GROUPS: dict[str, tuple[str, ...]] = {
-    "rollout": ("env", "agent", "eval", ""),
-    "gst": ("env", "agent", ""),
+    "rollout": ("env", "agent", "eval", "perception", ""),
+    "gst": ("env", "agent", "perception", ""),
     "serve": ("env", "agent"),
     "train": ("model", "policy", "data", "train"),
 }

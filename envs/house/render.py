@@ -10,7 +10,7 @@ segmentation mode, and the depth of that pass is the same z-buffer). Depth is li
 ``mujoco.Renderer`` 3.9 does (reversed-Z), which a test checks pixel for pixel.
 
 The top-down camera is orthographic: its RGB and segmentation are exact, its depth is not
-(DESIGN §8), so it is never read.
+(docs/ARCHITECTURE.md §10), so it is never read.
 """
 
 from __future__ import annotations

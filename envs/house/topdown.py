@@ -1,4 +1,4 @@
-"""Ground-truth top-down maps of an apartment on the shared :class:`TopDownFrame` (DESIGN §4).
+"""Ground-truth top-down maps of an apartment on the shared :class:`TopDownFrame` (docs/ARCHITECTURE.md §4).
 
 * easy: MuJoCo's orthographic render of the scene without the ceiling (see :mod:`.render`);
 * medium: walls and furniture/object footprints black on white;

@@ -35,7 +35,7 @@ from .with_memory import WithMemory
 @dataclass(frozen=True)
 class MemoryAgentOptions:
     """Options of ``agent=memory``: the fields of :class:`MemoryInputsConfig` (camera, memory preset
-    and overrides, which inputs, perception noise), plus ``navigator`` (fields of
+    and overrides, which inputs, the perception profile it is built for), plus ``navigator`` (fields of
     :class:`NavigatorConfig`, all of them by default) and ``driver`` (another agent that acts; the memory only
     answers). The navigator needs only the object table, so ``inputs`` defaults to ``["objects"]``
     (the map image costs tens of milliseconds per step)."""
@@ -51,10 +51,7 @@ class MemoryAgentOptions:
     map_frame: str = "fit"
     map_extent_m: float = 8.0
     max_objects: int = 32
-    depth_sigma: float = 0.0
-    depth_dropout: float = 0.0
-    pose_drift_m: float = 0.0
-    pose_drift_deg: float = 0.0
+    perception: str = "gt"
 
     def __post_init__(self) -> None:
         if self.driver == "memory":

@@ -30,22 +30,17 @@ def spec_from_config(cfg: dict):
     from vla.eval.evaluate import EvalSpec
 
     ev = dict(cfg["eval"])
-    known = set(EvalSpec.__dataclass_fields__) - {
-        "env",
-        "agent",
-        "out",
-        "record",
-        "merge_record",
-        "extra",
-        "rerun",
-        "ray",
-    }
+    left_out = {"env", "agent", "out", "record", "merge_record", "extra", "perception", "rerun", "ray"}
+    known = set(EvalSpec.__dataclass_fields__) - left_out
     unknown = sorted(set(ev) - known)
     if unknown:
         raise ValueError(f"unknown eval option(s) {unknown}; valid: {sorted(known)}")
     from vla.gst.midepisode import gst_options
 
     extra = {"gst": cfg["gst"]} if cfg.get("gst") and gst_options(cfg["gst"])["enabled"] else {}
+    from envs.perception import perception_profile
+
+    profile = perception_profile(cfg.get("perception"))  # validated now, not in a worker
     rerun = cfg.get("rerun") if (cfg.get("rerun") or {}).get("enabled") else None
     if rerun is not None:
         from vla.rollout.rerun_view import RerunOptions, import_rerun
@@ -66,6 +61,7 @@ def spec_from_config(cfg: dict):
         out=cfg["out"],
         record=cfg.get("record"),
         extra=extra,
+        perception=None if profile.exact else profile.to_dict(),
         rerun=rerun,
         ray=ray,
         **ev,

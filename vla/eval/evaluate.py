@@ -49,6 +49,7 @@ class EvalSpec:
     record: str | None = None
     merge_record: bool = True  # assemble record/<task>_demo.hdf5 at the end (vla-data merges itself)
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. the gst questioner's config
+    perception: dict[str, Any] | None = None  # the profile applied to what the agent receives (None: exact)
     rerun: dict[str, Any] | None = None  # live view / .rrd files (vla/rollout/rerun_view.py); not the run's identity
     backend: str = "local"  # local: this machine (workers processes) | ray: a Ray cluster (ray.* options)
     shard: str | None = None  # "k/n": only the k-th of n contiguous blocks of the plan (vla-merge joins them)
@@ -143,7 +144,9 @@ class EpisodeRunner:
             return {**key, "success": False, "steps": 0, "seconds": 0.0, "error": f"env construction failed: {error}"}
         if isinstance(self.agent, Seedable):
             self.agent.seed((self.spec.seed, task_id, trial))
-        result = run_episode(self._env, self.agent, key, self.subscribers, seed=self.spec.seed)
+        result = run_episode(
+            self._env, self.agent, key, self.subscribers, seed=self.spec.seed, perception=self.spec.perception
+        )
         return {
             **key,
             "success": result.success,
@@ -210,6 +213,7 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
     write_plan(out, spec, planned, episodes, header, logs)  # a dir holds one shard: checked before any file changes
     if spec.shard is not None:
         header["shard"] = spec.shard
+    header["perception"] = (spec.perception or {}).get("name", "gt")
 
     store = EpisodeStore(out / "episodes.jsonl")
     for log in logs:

@@ -42,6 +42,7 @@ def run_identity(spec, infos: dict[int, Any]) -> dict[str, Any]:
         "seed": int(spec.seed),
         "trials_per_task": int(spec.trials_per_task),
         "protocol": protocol(spec.env, infos),
+        **({"perception": spec.perception} if spec.perception is not None else {}),
     }
 
 

@@ -15,10 +15,17 @@ from typing import Any
 
 import numpy as np
 
-from spatial_memory import MemoryConfig, SpatialMemory
+from spatial_memory import SpatialMemory
 from spatial_memory.frame import CameraFrame
-from spatial_memory.geometry import backproject, camera_yaw, egocentric_bearing, transform_points
-from spatial_memory.noise import NoiseModel
+from spatial_memory.geometry import (
+    backproject,
+    camera_yaw,
+    egocentric_bearing,
+    make_T,
+    rot_z,
+    transform_points,
+    wrap_deg,
+)
 
 from .answers import format_answer
 from .question import Question
@@ -27,12 +34,44 @@ from .subtasks import CHOICES, SUBTASKS
 RED = np.array([220, 30, 30])
 
 
-def _locate_in_stream(stream: list[CameraFrame], boxes: dict[int, list[int]] | None, instances) -> np.ndarray:
+def _box_points(frame: CameraFrame, T_world_cam: np.ndarray, box: list[int] | None, category: str | None):
+    """World points (every 2nd pixel) of what a frame shows of a target: inside the red ``box`` (the
+    detection that fills most of it, else the box's nearest depth layer), or of the frame's detections
+    of ``category``. Depth is back-projected with ``T_world_cam`` (the memory's pose of the frame)."""
+    H, W = frame.depth.shape
+    x0, y0, x1, y1 = box if box is not None else (0, 0, W - 1, H - 1)
+    inst = frame.instance[y0 : y1 + 1 : 2, x0 : x1 + 1 : 2] if frame.instance is not None else None
+    depth = frame.depth[y0 : y1 + 1 : 2, x0 : x1 + 1 : 2]
+    valid = np.isfinite(depth) & (depth > 0)
+    if category is not None:
+        if inst is None:
+            return np.zeros((0, 3))
+        sel = np.isin(inst, [i for i, c in frame.labels.items() if c == category]) & valid
+    else:
+        sel = np.zeros(depth.shape, dtype=bool)
+        if inst is not None:
+            ids, counts = np.unique(inst[valid & (inst > 0)], return_counts=True)
+            if len(ids) and counts.max() >= 0.25 * valid.sum():
+                sel = (inst == ids[np.argmax(counts)]) & valid
+        if not sel.any() and valid.any():  # no detection fills the box: its nearest depth layer
+            z = depth[valid]
+            sel = valid & (depth <= np.percentile(z, 40) * 1.15)
+    if not sel.any():
+        return np.zeros((0, 3))
+    K = np.array(frame.K, dtype=np.float64)
+    K[:2] /= 2  # every 2nd pixel ...
+    K[0, 2] -= x0 / 2  # ... of the crop
+    K[1, 2] -= y0 / 2
+    p = backproject(depth, K)[sel]
+    return transform_points(T_world_cam, p[np.isfinite(p).all(axis=1)])
+
+
+def _locate_in_stream(stream: list[CameraFrame], poses: np.ndarray, boxes: dict[int, list[int]] | None, instances):
     """Median world point of the pixels of ``instances(frame)`` (inside ``boxes[frame index]`` when
-    given) over the recorded frames: depth back-projected with each frame's own pose."""
+    given) over the recorded frames: depth back-projected with each frame's pose in ``poses``."""
     pts = []
     for idx, f in enumerate(stream):
-        if f.instance is None or (boxes is not None and idx not in boxes):
+        if f.instance is None or (boxes is not None and idx not in boxes) or idx >= len(poses):
             continue
         ids = instances(f)
         if not ids:
@@ -48,7 +87,8 @@ def _locate_in_stream(stream: list[CameraFrame], boxes: dict[int, list[int]] | N
         K[1, 2] -= y0 / 2
         p = backproject(f.depth[y0 : y1 + 1 : 2, x0 : x1 + 1 : 2], K)
         sel &= np.isfinite(p).all(axis=-1) & (p[..., 2] > 0)
-        pts.append(transform_points(f.T_world_cam, p[sel]))
+        if sel.any():
+            pts.append(transform_points(poses[idx], p[sel]))
     if not pts:
         raise LookupError("the target appears in none of the recorded frames")
     return np.median(np.concatenate(pts), axis=0)
@@ -57,8 +97,9 @@ def _locate_in_stream(stream: list[CameraFrame], boxes: dict[int, list[int]] | N
 @dataclass
 class AnswererConfig:
     tabletop: bool = False  # LIBERO-scale memory (MemoryConfig.tabletop())
-    noise: NoiseModel | None = None  # corrupt the sensor streams (depth noise, odometry drift) before use
-    localize_min_confidence: float = 0.0
+    perception: str = "gt"  # the sensors the media come from (memory settings: memory_config_for)
+    overrides: dict | None = None  # MemoryConfig fields on top
+    clip_views: int = 4  # offline Traj clips of their own odometry: frames localised to place the clip
 
 
 class MemoryAnswerer:
@@ -70,7 +111,9 @@ class MemoryAnswerer:
 
     # ------------------------------------------------------------------ memory
     def _new_memory(self) -> SpatialMemory:
-        return SpatialMemory(config=MemoryConfig.tabletop() if self.cfg.tabletop else MemoryConfig())
+        from vla.transforms.memory import memory_config_for
+
+        return SpatialMemory(config=memory_config_for(self.cfg.perception, self.cfg.tabletop, self.cfg.overrides))
 
     def memory_for(self, question: Question, live: SpatialMemory | None = None) -> SpatialMemory:
         """Mid-episode (the question's video is the episode so far, held in memory, not in files), the
@@ -86,32 +129,91 @@ class MemoryAnswerer:
         key = (stream_ref if isinstance(stream_ref, (str, Path)) else (id(stream), len(stream)), question.root)
         if key != self._cache_key:
             memory = self._new_memory()
-            noisy = self.cfg.noise.stream() if self.cfg.noise is not None else None
             for f in stream:
-                memory.integrate(noisy(f) if noisy else f)
+                memory.integrate(f)
             self._memory, self._cache_key, self._registrations = memory, key, {}
         return self._memory
 
     # ------------------------------------------------------------------ geometry of the question
     def current_T(self, question: Question, memory: SpatialMemory) -> np.ndarray:
+        """The current view's pose in the memory's frame: its odometry pose (mid-episode) through the
+        memory's drift correction, or (offline, no pose) where the memory localises it."""
         if question.current_pose is not None:
-            return np.asarray(question.current_pose, dtype=np.float64)
+            return memory.to_memory_frame(np.asarray(question.current_pose, dtype=np.float64))
         view: CameraFrame = question.get("current_sensors")
-        loc = memory.localize(view)
-        return loc.T_world_cam
+        return self._localize(memory, view).T_world_cam
+
+    def _localize(self, memory: SpatialMemory, view: CameraFrame):
+        from spatial_memory import LocalizeConfig
+        from vla.transforms.memory import PERCEPTION_LOCALIZE
+
+        return memory.localize(view, LocalizeConfig(**PERCEPTION_LOCALIZE.get(self.cfg.perception, {})))
+
+    def _stream_poses(self, question: Question, memory: SpatialMemory) -> np.ndarray:
+        """The memory's pose of every frame of the question's stream (corrected for drift)."""
+        stream = question.get("stream")
+        T, steps = memory.trajectory()
+        if len(T) >= len(stream):  # offline: one trajectory entry per frame of the stream
+            return T[: len(stream)]
+        # mid-episode: the live memory has fused the frames up to the last one (not the current view yet)
+        return np.array([memory.to_memory_frame(f.T_world_cam, f.step) for f in stream])
 
     def target(self, question: Question, memory: SpatialMemory) -> np.ndarray:
         """Centre (memory frame, 3D) of the object the question is about: by category (semantic) or by
-        the red box (visual). A target the memory's registry does not hold (a thin object whose
-        samples were carved away) is located from its own pixels in the video's depth and poses."""
+        the red box (visual). Instance ids are used only when the memory tracks objects by them (the
+        ``gt`` profile: ids stable across frames); with a detector's frame-local ids the box's pixels
+        are found in the memory's voxels. A target the memory's registry does not hold is located from
+        its own pixels in the video's depth, with the memory's poses of those frames."""
         stream = question.get("stream")
+        by_id = memory.config.association == "instance"
         if SUBTASKS[question.subtask].target == "semantic":
             category = question.meta["category"]
             try:
-                return memory.object(category).center
+                return self._object_of_category(memory, category).center
             except (KeyError, LookupError):
-                return _locate_in_stream(stream, None, lambda f: [i for i, c in f.labels.items() if c == category])
+                poses = self._stream_poses(question, memory)
+                return _locate_in_stream(
+                    stream, poses, None, lambda f: [i for i, c in f.labels.items() if c == category]
+                )
         boxes = {int(k): v for k, v in question.get("boxes").items()}
+        if by_id:
+            return self._visual_target_by_id(question, memory, stream, boxes)
+        return self._visual_target(question, memory, stream, boxes)
+
+    def _target_or_guess(self, question: Question, memory: SpatialMemory) -> np.ndarray:
+        """The target; when the memory never saw it (a detector that missed it every time), a guess: the
+        middle of everything the memory mapped (a better answer than none)."""
+        try:
+            return self.target(question, memory)
+        except LookupError:
+            if memory.config.association == "instance":
+                raise
+            b = memory.voxels.bounds_xy(memory.config.map.ceiling_z)
+            if b is None:
+                raise
+            return np.array([(b[0] + b[2]) / 2, (b[1] + b[3]) / 2, 0.5])
+
+    @staticmethod
+    def _object_of_category(memory: SpatialMemory, category: str):
+        """The memory's object of a category. With a detector (duplicates, false positives and confused
+        labels kept apart, not hidden): an object whose majority label it is, detected as it at least
+        twice, first; then the one most often detected *as* that category (a similar object confused now
+        and then collects fewer such detections), confirmed before unconfirmed."""
+        if memory.config.association == "instance":
+            return memory.object(category)
+        reg = memory.registry
+        confirmed, support = reg.confirmed(), reg.support()
+        alive = [o for o in range(len(reg)) if reg.a["alias"][o] < 0 and reg.votes[o].get(category, 0) > 0]
+        if not alive:
+            raise KeyError(category)
+
+        def rank(o: int) -> tuple:
+            n, mine = reg.votes[o][category], reg.categories[o] == category
+            return (mine and n >= 2, mine, n >= 2, n, confirmed[o], support[o])
+
+        return reg.view(max(alive, key=rank))
+
+    def _visual_target_by_id(self, question, memory, stream, boxes) -> np.ndarray:
         votes: dict[int, int] = {}
         for idx, (x0, y0, x1, y1) in boxes.items():
             if idx >= len(stream) or stream[idx].instance is None:
@@ -126,7 +228,37 @@ class MemoryAnswerer:
         try:
             return memory.object(instance).center
         except (KeyError, LookupError):
-            return _locate_in_stream(stream, boxes, lambda f: [instance])
+            return _locate_in_stream(stream, self._stream_poses(question, memory), boxes, lambda f: [instance])
+
+    def _visual_target(self, question, memory, stream, boxes) -> np.ndarray:
+        """The red-boxed target without shared ids: in every boxed frame, what fills the box (a detection,
+        else its nearest depth layer) is back-projected with the memory's pose of that frame; the memory
+        object whose voxels those points land on most often is the target. None found: the points' median."""
+        poses = self._stream_poses(question, memory)
+        labels = memory.voxels.field("label")
+        canon = memory.registry.canonical()
+        confirmed = memory.registry.confirmed()
+        votes: dict[int, float] = {}
+        pts_all = []
+        for idx, box in boxes.items():
+            if idx >= len(stream) or idx >= len(poses):
+                continue
+            pts = _box_points(stream[idx], poses[idx], box, None)
+            if not len(pts):
+                continue
+            pts_all.append(pts)
+            vi = memory.voxels.lookup(pts)
+            lab = labels[vi[vi >= 0]]
+            lab = canon[lab[lab >= 0]]
+            lab = lab[confirmed[lab]]
+            for o, c in zip(*np.unique(lab, return_counts=True)):
+                votes[int(o)] = votes.get(int(o), 0.0) + c / len(pts)  # each frame votes with the fraction it saw
+        if votes:
+            o = max(votes, key=votes.get)
+            return memory.registry.a["center"][o].copy()
+        if not pts_all:
+            raise LookupError("nothing with depth inside the red boxes")
+        return np.median(np.concatenate(pts_all), axis=0)
 
     def registration(self, memory: SpatialMemory, image: np.ndarray, level: str):
         """The memory's registration to ``image``, cached per (memory state, image, level): the state is
@@ -146,12 +278,14 @@ class MemoryAnswerer:
         memory = self.memory_for(question, live)
         kind = SUBTASKS[code].answer_type
         if code in ("EDv", "EDs", "EDistv", "EDists"):
-            direction, distance = egocentric_bearing(self.current_T(question, memory), self.target(question, memory))
+            direction, distance = egocentric_bearing(
+                self.current_T(question, memory), self._target_or_guess(question, memory)
+            )
             return format_answer(kind, direction if kind == "angle" else distance)
         level = question.meta.get("level", "easy")
         if code in ("GPv", "GPs"):
             reg = self.registration(memory, question.get("map"), level)
-            return format_answer("point", reg.odom_to_grid(self.target(question, memory)[:2]))
+            return format_answer("point", reg.odom_to_grid(self._target_or_guess(question, memory)[:2]))
         if code in ("Pos", "Ori"):
             T = self.current_T(question, memory)
             reg = self.registration(memory, question.get("map"), level)
@@ -165,11 +299,35 @@ class MemoryAnswerer:
             return format_answer("choice", self._trajectory_choice(question, memory, level))
         raise ValueError(f"cannot answer subtask {code!r}")
 
+    def clip_poses(self, question: Question, memory: SpatialMemory) -> np.ndarray:
+        """The Traj clip's camera poses in the memory's frame. Mid-episode the clip is the agent's own
+        recording (its odometry, through the memory's drift correction at each step); offline under
+        ``gt`` it shares the video's odometry frame; offline otherwise it is a recording of its own
+        (odometry from its own origin): a few of its frames are localised in the memory and the clip's
+        odometry is placed by the pose most of them agree on."""
+        clip: list[CameraFrame] = question.get("clip_stream")
+        stream_ref = question.media.get("stream")
+        mid_episode = stream_ref is not None and not isinstance(stream_ref, (str, Path))
+        if mid_episode or self.cfg.perception == "gt":
+            return np.array([memory.to_memory_frame(f.T_world_cam, f.step) for f in clip])
+        picks = sorted({int(round(x)) for x in np.linspace(0, len(clip) - 1, min(self.cfg.clip_views, len(clip)))})
+        locs = [(i, self._localize(memory, clip[i])) for i in picks]
+        hyps = [(loc.T_world_cam @ np.linalg.inv(clip[i].T_world_cam), loc.confidence, i) for i, loc in locs]
+
+        def agree(H, i, loc) -> bool:
+            T = H @ clip[i].T_world_cam
+            d_yaw = abs(wrap_deg(np.degrees(camera_yaw(T) - camera_yaw(loc.T_world_cam))))
+            return np.hypot(*(T[:2, 3] - loc.T_world_cam[:2, 3])) < 0.5 and d_yaw < 10.0
+
+        support = [sum(lc.confidence + 0.05 for i, lc in locs if agree(H, i, lc)) for H, _, _ in hyps]
+        H = hyps[int(np.argmax(support))][0]
+        H = make_T(rot_z(float(np.arctan2(H[1, 0], H[0, 0]))), [H[0, 3], H[1, 3], 0.0])  # odometry lives on the floor
+        return np.array([H @ f.T_world_cam for f in clip])
+
     def _trajectory_choice(self, question: Question, memory: SpatialMemory, level: str) -> str:
         options = question.get("options")
-        clip: list[CameraFrame] = question.get("clip_stream")
         reg = self.registration(memory, options[0], level)
-        mine = np.asarray(reg.odom_to_pixel(np.array([f.T_world_cam[:2, 3] for f in clip])), dtype=np.float64).reshape(
+        mine = np.asarray(reg.odom_to_pixel(self.clip_poses(question, memory)[:, :2, 3]), dtype=np.float64).reshape(
             -1, 2
         )
         costs = []

@@ -39,7 +39,7 @@ def random_value(answer_type: str, rng: np.random.Generator) -> Any:
 
 
 def random_answer(question: Any, rng: np.random.Generator) -> str:
-    """Uniform over the question's answer space (the chance anchor of DESIGN §5)."""
+    """Uniform over the question's answer space (the chance anchor of docs/GST.md)."""
     code = question["subtask"] if isinstance(question, dict) else question.subtask
     kind = SUBTASKS[code].answer_type
     return format_answer(kind, random_value(kind, rng))

@@ -1,8 +1,10 @@
 """``vla-gst``: generate GST-Bench questions, answer them with an agent, score any predictions.
 
     vla-gst generate env=house split=test scenes=20 out=DIR [backend=ray ray.address=auto]
-    vla-gst eval agent=random|memory questions=DIR out=OUT
+    vla-gst eval agent=random|memory questions=DIR out=OUT [perception=gt|realistic|harsh]
     vla-gst score questions=DIR predictions=FILE out=OUT
+    vla-gst export questions=DIR out=DIR [answers=FILE] [perception=...]   # for outside models, no answers
+    vla-gst score answers=FILE predictions=FILE out=OUT                  # ... scored against the private file
 
 Every command resumes: ``generate`` skips scenes already in ``questions.jsonl``, ``eval`` skips
 questions already in ``predictions.jsonl``.
@@ -248,6 +250,22 @@ def evaluate_questions(cfg: dict[str, Any]) -> dict[str, Any]:
     from vla.agents.base import Seedable
 
     agent = make_agent(cfg["agent"], seed=0)  # checks the protocol, answer() included
+    from envs.perception import perception_profile
+
+    from .sensors import sensors_for
+
+    profile = perception_profile(cfg.get("perception"))
+    sensors = sensors_for(profile, cfg["env"]["name"])  # what the agent's sensors make of the sensor media
+    run = {"perception": profile.to_dict(), "agent": cfg["agent"], "questions": str(cfg["questions"])}
+    run_path = out / "run.json"
+    if run_path.exists():
+        before = json.loads(run_path.read_text())
+        if before.get("perception") != run["perception"] or before.get("agent") != run["agent"]:
+            raise ValueError(
+                f"{out} holds predictions of another agent or perception profile ({run_path}); "
+                "choose a new out= or delete it"
+            )
+    run_path.write_text(json.dumps(run, indent=2) + "\n")
     ppath = out / "predictions.jsonl"
     done = {r["id"] for r in _read_jsonl_tolerant(ppath)}
     todo = [q for q in questions if q.id not in done]
@@ -263,7 +281,7 @@ def evaluate_questions(cfg: dict[str, Any]) -> dict[str, Any]:
             if isinstance(agent, Seedable):
                 agent.seed((0, zlib.crc32(q.id.encode())))
             try:
-                text = agent.answer(q.for_agent())
+                text = agent.answer(q.for_agent(sensors))
                 error = None
             except Exception as exc:  # noqa: BLE001 - an answer that fails scores 0; the run goes on
                 text, error = None, f"{type(exc).__name__}: {exc}"
@@ -273,16 +291,24 @@ def evaluate_questions(cfg: dict[str, Any]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------------------- score
 def score_files(
-    questions_dir: str | Path,
+    questions_dir: str | Path | None,
     predictions: str | Path,
     out: str | Path,
     bootstrap: int = 1000,
     label: str = "predictions",
+    answers: str | Path | None = None,
 ) -> dict[str, Any]:
+    """Score predictions against a question set's answers, or (``answers``) an export's private file."""
     from .question import load_questions
-    from .score import plot_scores, score_predictions
+    from .score import load_jsonl, plot_scores, score_predictions
 
-    questions = [q.to_json() for q in load_questions(questions_dir)]
+    if answers is not None:
+        questions = load_jsonl(answers)
+        bad = [i for i, q in enumerate(questions, 1) if not {"id", "subtask", "answer"} <= set(q)]
+        if bad:
+            raise ValueError(f"{answers}:{bad[0]}: each line needs id, subtask and answer (an export's answer file)")
+    else:
+        questions = [q.to_json() for q in load_questions(questions_dir)]
     preds = {}
     for i, r in enumerate(_read_jsonl_tolerant(Path(predictions)), 1):
         if "id" not in r or "prediction" not in r:
@@ -297,6 +323,25 @@ def score_files(
             fh.write(json.dumps(r, default=lambda x: list(x) if isinstance(x, tuple) else str(x)) + "\n")
     plot_scores(scores, out / "scores.png", label=label)
     return scores
+
+
+def export_questions(cfg: dict[str, Any]) -> dict[str, Any]:
+    from envs.perception import perception_profile
+
+    from .export import export
+    from .sensors import sensors_for
+
+    if not cfg.get("questions"):
+        raise ValueError("export needs questions=DIR (a directory with questions.jsonl) and out=DIR")
+    profile = perception_profile(cfg.get("perception"))
+    return export(
+        cfg["questions"],
+        cfg["out"],
+        answers=cfg.get("answers"),
+        seed=int(cfg.get("export_seed", 0)),
+        sensors=sensors_for(profile, cfg["env"]["name"]),
+        streams=bool(cfg.get("export_streams", True)),
+    )
 
 
 def _print_scores(scores: dict[str, Any], out: str) -> None:
@@ -319,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     from vla.config import compose
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in ("generate", "eval", "score"):
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in ("generate", "eval", "score", "export"):
         print(USAGE)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     command, overrides = argv[0], argv[1:]
@@ -332,10 +377,17 @@ def main(argv: list[str] | None = None) -> int:
             print("  filtered: " + (", ".join(f"{k}: {v}" for k, v in sorted(m["filtered"].items())) or "none"))
         elif command == "eval":
             _print_scores(evaluate_questions(cfg), cfg["out"])
+        elif command == "export":
+            s = export_questions(cfg)
+            print(f"{s['questions']} questions, {s['media_files']} media files -> {s['out']}")
+            print(f"  answers (private, keep them away from the models) -> {s['answers']}")
         else:
-            if not cfg.get("questions") or not cfg.get("predictions"):
-                raise ValueError("score needs questions=DIR and predictions=FILE")
-            _print_scores(score_files(cfg["questions"], cfg["predictions"], cfg["out"], cfg["bootstrap"]), cfg["out"])
+            if not (cfg.get("questions") or cfg.get("answers")) or not cfg.get("predictions"):
+                raise ValueError("score needs predictions=FILE and questions=DIR (or answers=FILE of an export)")
+            scores = score_files(
+                cfg.get("questions"), cfg["predictions"], cfg["out"], cfg["bootstrap"], answers=cfg.get("answers")
+            )
+            _print_scores(scores, cfg["out"])
     except ValueError as exc:
         print(f"vla-gst: error: {exc}", file=sys.stderr)
         return 2

@@ -1,9 +1,12 @@
-"""Generate the 12 GST-Bench subtasks from scene truth and a recorded video (DESIGN §5).
+"""Generate the 12 GST-Bench subtasks from scene truth and a recorded video (docs/GST.md).
 
 Constraints enforced here (each rejection is counted by reason in ``filtered``):
 
 * object-localisation targets are **never visible** in the current view (its instance mask has no
-  pixel of the target) and were seen in the video (>= ``min_seen_pixels`` in some frame);
+  pixel of the target) and were seen in the video (>= ``min_seen_pixels`` in some frame); with
+  ``local_image`` (the paper's "Local-Image" control) they are instead **visible** in the current view
+  (>= ``min_seen_pixels`` there, a red box on it for visual targets), to measure how much of a score
+  comes from seeing the target rather than integrating the video;
 * offline current views are sampled **off the trajectory** (``view_offset_m`` from every recorded
   pose) and must **overlap** what the video saw (``min_overlap`` of their depth points fall in
   voxels the video observed);
@@ -61,6 +64,7 @@ class GenConfig:
     min_distance_m: float = 0.5  # targets closer than this are degenerate
     map_level: str = "easy"  # the top-down map shown with GP, Pos, Ori and Traj
     traj_min_separation_m: float = 0.75  # distractor clips must differ by this much (mean distance)
+    local_image: bool = False  # the "Local-Image" control: ED* targets visible in the current view
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -233,9 +237,14 @@ class QuestionGenerator:
             if not seen or max(n for n, _ in seen.values()) < self.cfg.min_seen_pixels:
                 self._reject("target: not seen in the video", o.id)
                 continue
-            if view is not None and view.instance is not None and np.any(view.instance == o.instance_id):
-                self._reject("target: visible in the current view", vkey, o.id)
-                continue
+            if view is not None and view.instance is not None:
+                in_view = int(np.count_nonzero(view.instance == o.instance_id))
+                if self.cfg.local_image and in_view < self.cfg.min_seen_pixels:
+                    self._reject("target: not visible in the current view (local image)", vkey, o.id)
+                    continue
+                if not self.cfg.local_image and in_view:
+                    self._reject("target: visible in the current view", vkey, o.id)
+                    continue
             out.append(o)
         return out
 
@@ -283,6 +292,9 @@ class QuestionGenerator:
             if not semantic:
                 media.update(self._visual_media(material, stats, obj))
             media["current_view"] = view.rgb
+            if self.cfg.local_image and not semantic:  # the target is marked in the current view too
+                ys, xs = np.nonzero(view.instance == obj.instance_id)
+                media["current_view"] = draw_box(view.rgb, [int(xs.min()), int(ys.min()), int(xs.max()), int(ys.max())])
             media["current_sensors"] = view
             answer = (
                 {"type": "angle", "value": round(direction)}
@@ -294,7 +306,7 @@ class QuestionGenerator:
                     id=self._id(material, code),
                     subtask=code,
                     scene=material.name,
-                    prompt=prompt(code, obj.category),
+                    prompt=prompt(code, obj.category, self.cfg.local_image),
                     media=media,
                     answer=answer,
                     meta={
@@ -302,6 +314,7 @@ class QuestionGenerator:
                         "target": obj.id,
                         "target_instance": obj.instance_id,
                         "T_world_cam": T_world_cam,
+                        **({"control": "local_image"} if self.cfg.local_image else {}),
                     },
                     current_pose=view.T_world_cam if pose_known else None,
                 )

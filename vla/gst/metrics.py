@@ -1,4 +1,4 @@
-"""GST-Bench metrics, exactly as DESIGN §5 defines them (each in [0, 1]; reports multiply by 100).
+"""GST-Bench metrics, exactly as GST-Bench defines them (docs/GST.md) (each in [0, 1]; reports multiply by 100).
 
 * angle mAcc: mean over t in {15, 30, 45} of [e < t], e the wrapped absolute angle error;
 * MRA: mean over t in {0.50, 0.55, ..., 0.95} of [|y' - y| / y < 1 - t];

@@ -1,11 +1,14 @@
-"""Mid-episode GST questions: a rollout subscriber (DESIGN §5).
+"""Mid-episode GST questions: a rollout subscriber (docs/GST.md).
 
 At the configured steps (``gst.every`` and/or ``gst.at``) it freezes the episode, builds questions
 whose exploration video is the episode so far and whose current view is the agent's current view
 (its odometry pose known, as on a real robot; targets invisible in it), asks ``agent.answer``,
-scores, and lets the episode resume. Each question and answer is returned with the episode result
-(``result.extra["gst_questions"]``), which the evaluator writes to ``gst.jsonl``; the episode line
-gains ``gst`` (per-subtask means of that episode).
+scores, and lets the episode resume. Questions are made and scored from the env's exact frames; the
+agent is given its own: the frames its sensors delivered (``episode.agent_observation``: under a
+perception profile, noisy depth, frame-local ids and its drifting odometry poses, current pose
+included). Each question and answer is returned with the episode result
+(``result.extra["gst_questions"]``), which the evaluator writes to ``gst.jsonl``; the episode line gains
+``gst`` (per-subtask means of that episode).
 """
 
 from __future__ import annotations
@@ -36,6 +39,19 @@ def gst_options(cfg: dict[str, Any] | None) -> dict[str, Any]:
     return GSTOptions.from_dict(cfg).to_dict()
 
 
+def _as_received(q, mine: dict[int, Any], agent_frames: list) -> None:
+    """The question's sensor media as the agent received them (its own frames, poses and ids)."""
+    if "stream" in q.media:
+        q.media["stream"] = agent_frames
+    if "current_sensors" in q.media:
+        view = mine[id(q.media["current_sensors"])]
+        q.media["current_sensors"] = view
+        if q.current_pose is not None:
+            q.current_pose = view.T_world_cam
+    if "clip_stream" in q.media:
+        q.media["clip_stream"] = [mine[id(f)] for f in q.media["clip_stream"]]
+
+
 class GSTQuestioner(Subscriber):
     def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         self.cfg = gst_options(cfg)
@@ -57,7 +73,8 @@ class GSTQuestioner(Subscriber):
         self.cache: dict[str, Any] = {}  # the family's per-episode cache (ground-truth maps)
         self.rows: list[dict[str, Any]] = []
         self.filtered: Counter[str] = Counter()
-        self.frames = []
+        self.frames = []  # the env's exact frames (question material)
+        self.agent_frames = []  # the same frames as the agent received them
         self._record(episode)
 
     def _camera(self, episode: Episode) -> str:
@@ -70,7 +87,10 @@ class GSTQuestioner(Subscriber):
         return cam
 
     def _record(self, episode: Episode) -> None:
-        self.frames.append(episode.observation.cameras[self._camera(episode)])
+        cam = self._camera(episode)
+        self.frames.append(episode.observation.cameras[cam])
+        agent_obs = episode.agent_observation if episode.agent_observation is not None else episode.observation
+        self.agent_frames.append(agent_obs.cameras[cam])
 
     def on_step(self, episode, action, observation, reward, info) -> None:
         self._record(episode)
@@ -114,8 +134,10 @@ class GSTQuestioner(Subscriber):
         questions += gen.tds_questions(material, self._pool, quota)
         questions += gen.traj_questions(material, quota)
         self.filtered.update(gen.filtered)
+        mine = {id(f): a for f, a in zip(self.frames, self.agent_frames)}
         for q in questions:
             q.id = f"{name}/step{episode.step}/{q.subtask}/{q.id.rsplit('-', 1)[-1]}"
+            _as_received(q, mine, self.agent_frames)
             try:
                 text, error = episode.agent.answer(q.for_agent()), None
             except Exception as exc:  # noqa: BLE001 - a failed answer scores 0

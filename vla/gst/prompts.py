@@ -1,4 +1,4 @@
-"""Question prompts in GST-Bench's answer formats (DESIGN §4-§5).
+"""Question prompts in GST-Bench's answer formats (docs/ARCHITECTURE.md §4, docs/GST.md).
 
 The wording follows the benchmark's conventions and answer formats; every prompt states the
 convention it is scored with, so a model that follows the prompt is scored correctly.
@@ -27,25 +27,24 @@ def target_phrase(code: str, category: str | None) -> str:
     return _VISUAL if SUBTASKS[code].target == "visual" else f"the {category.replace('_', ' ')}"
 
 
-def prompt(code: str, category: str | None = None) -> str:
+def prompt(code: str, category: str | None = None, local_image: bool = False) -> str:
+    """The question text. ``local_image``: the paper's control setting, the target visible in the current
+    view (marked with a red box there too when it is a visual target)."""
     if code not in SUBTASKS:
         raise ValueError(f"unknown GST subtask {code!r}")
     t = target_phrase(code, category) if SUBTASKS[code].target else None
+    seen = (
+        (" is visible in your current view" + (" (with a red box)." if SUBTASKS[code].target == "visual" else "."))
+        if local_image
+        else " is not visible in your current view."
+    )
     if code in ("EDv", "EDs"):
         return (
-            _INTRO
-            + _CURRENT
-            + f" {t[0].upper() + t[1:]} is not visible in your current view."
-            + " In which direction is it, relative to the direction you are facing?"
-            + _ANGLE
+            _INTRO + _CURRENT + f" {t[0].upper() + t[1:]}{seen}"
+            " In which direction is it, relative to the direction you are facing?" + _ANGLE
         )
     if code in ("EDistv", "EDists"):
-        return (
-            _INTRO
-            + _CURRENT
-            + f" {t[0].upper() + t[1:]} is not visible in your current view. How far is it from you?"
-            + _DIST
-        )
+        return _INTRO + _CURRENT + f" {t[0].upper() + t[1:]}{seen} How far is it from you?" + _DIST
     if code in ("GPv", "GPs"):
         return _INTRO + f" The image after the video is a top-down map of the scene. Where is {t} on the map?" + _POINT
     if code == "Pos":

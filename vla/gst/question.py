@@ -24,6 +24,7 @@ from .subtasks import SUBTASKS
 
 # keys of ``meta`` an agent may see (everything else there is privileged: ids, world poses, ...)
 PUBLIC_META = ("category", "level", "num_options")
+SENSOR_MEDIA = ("stream", "current_sensors", "clip_stream")  # what a perception profile corrupts
 
 
 @dataclass
@@ -37,16 +38,23 @@ class Question:
     meta: dict[str, Any] = field(default_factory=dict)
     root: Path | None = None  # where relative media paths live
     current_pose: np.ndarray | None = None  # 4x4 odometry-frame pose of the current view, when known
+    # what the agent's sensors make of the sensor media (a perception profile: vla.gst.sensors); None = exact
+    sensors: Any = field(default=None, repr=False)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def answer_type(self) -> str:
         return SUBTASKS[self.subtask].answer_type
 
-    def for_agent(self) -> "Question":
-        """The question as an agent may see it: no answer, no privileged metadata."""
+    def for_agent(self, sensors: Any = None) -> "Question":
+        """The question as an agent may see it: no answer, no privileged metadata; its sensor media
+        (``SENSOR_MEDIA``) as ``sensors`` makes them (a :class:`vla.gst.sensors.AgentSensors`), if given."""
         return replace(
-            self, answer=None, meta={k: v for k, v in self.meta.items() if k in PUBLIC_META}, _cache=self._cache
+            self,
+            answer=None,
+            meta={k: v for k, v in self.meta.items() if k in PUBLIC_META},
+            sensors=sensors,
+            _cache=self._cache if sensors is None else {},
         )
 
     # ---------------------------------------------------------------- media access (lazy, cached)
@@ -73,6 +81,8 @@ class Question:
             ]
         else:
             obj = value
+        if self.sensors is not None and name in SENSOR_MEDIA:
+            obj = self.sensors(self, name, obj)
         self._cache[name] = obj
         return obj
 
@@ -98,7 +108,7 @@ class Question:
 
     @classmethod
     def from_json(cls, d: dict[str, Any], root: Path | None = None) -> "Question":
-        missing = [k for k in ("id", "subtask", "scene", "prompt", "media") if k not in d]
+        missing = [k for k in ("id", "subtask", "prompt", "media") if k not in d]
         if missing:
             raise ValueError(f"question line lacks {missing}: {str(d)[:200]}")
         if d["subtask"] not in SUBTASKS:
@@ -106,7 +116,7 @@ class Question:
         return cls(
             id=d["id"],
             subtask=d["subtask"],
-            scene=d["scene"],
+            scene=d.get("scene", ""),  # exported sets name no scene
             prompt=d["prompt"],
             media=d["media"],
             answer=d.get("answer"),
@@ -151,14 +161,18 @@ def save_stream(path: str | Path, frames: list[CameraFrame], with_pose: bool = T
     if not frames:
         raise ValueError("cannot save an empty stream")
     labels: dict[int, str] = {}
+    shared = True  # one id -> category table for the whole stream (ids stable across frames)
     for f in frames:
-        labels.update(f.labels)
+        for k, v in f.labels.items():
+            shared &= labels.setdefault(k, v) == v
+    per_frame = [{str(k): v for k, v in f.labels.items()} for f in frames]
     arrays = {
         "rgb": np.stack([f.rgb for f in frames]),
         "depth": np.stack([np.where(np.isfinite(f.depth), f.depth, 0) for f in frames]).astype(np.float16),
         "K": np.stack([f.K for f in frames]),
         "step": np.array([f.step for f in frames]),
-        "labels": np.array(json.dumps({str(k): v for k, v in labels.items()})),
+        # frame-local ids (a detector's) mean different things in different frames: one table per frame
+        "labels": np.array(json.dumps({str(k): v for k, v in labels.items()} if shared else per_frame)),
     }
     if frames[0].instance is not None:
         arrays["instance"] = np.stack([f.instance for f in frames]).astype(np.int16)
@@ -172,9 +186,15 @@ def save_stream(path: str | Path, frames: list[CameraFrame], with_pose: bool = T
 def load_stream(path: str | Path) -> list[CameraFrame] | CameraFrame:
     with np.load(path, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}  # each z[k] decompresses the whole array: read once
-    labels = {int(k): v for k, v in json.loads(str(arrays["labels"])).items()}
+    table = json.loads(str(arrays["labels"]))
     rgb, K, step = arrays["rgb"], arrays["K"], arrays["step"]
     n = len(rgb)
+    if isinstance(table, list):
+        if len(table) != n:
+            raise ValueError(f"{path}: {len(table)} label tables for {n} frames")
+        labels = [{int(k): v for k, v in t.items()} for t in table]
+    else:
+        labels = [{int(k): v for k, v in table.items()}] * n
     T = arrays["T_world_cam"] if "T_world_cam" in arrays else np.broadcast_to(np.eye(4), (n, 4, 4))
     inst = arrays["instance"].astype(np.int32) if "instance" in arrays else None
     depth = arrays["depth"].astype(np.float32)
@@ -186,7 +206,7 @@ def load_stream(path: str | Path) -> list[CameraFrame] | CameraFrame:
             K=K[i],
             T_world_cam=T[i],
             instance=None if inst is None else inst[i],
-            labels=labels,
+            labels=labels[i],
             step=int(step[i]),
         )
         for i in range(n)

@@ -1,4 +1,4 @@
-"""The 12 GST-Bench subtasks (DESIGN §5): codes, competences, answer types, metrics."""
+"""The 12 GST-Bench subtasks (docs/GST.md): codes, competences, answer types, metrics."""
 
 from __future__ import annotations
 

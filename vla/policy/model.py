@@ -8,7 +8,7 @@ hidden states only where an action is predicted and project them onto those 256 
 over the action ids, which is what decoding constrained to them samples from, at a fraction of
 the cost of the full-vocabulary projection (the tiny CPU model's 151,936-row embedding is 90 % of
 its parameters). Answers to questions use the full vocabulary (the backbone's ``lm_head``).
-With ``freeze_embeddings`` the rest of the embedding matrix stays fixed (DESIGN's CPU probe: 10x).
+With ``freeze_embeddings`` the rest of the embedding matrix stays fixed (~10x faster steps on the tiny CPU model).
 
 Decoding (:meth:`VLAPolicy.decode_actions`) is a hand-rolled greedy loop with the KV cache: one
 prefill, then one token per step, each the argmax over the 256 action rows, so every generated

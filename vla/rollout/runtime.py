@@ -4,9 +4,13 @@ The loop knows nothing about videos, logs, demonstrations, spatial questions or 
 off it as :class:`Subscriber`\\ s. The memory belongs to the agent. A learned policy, a scripted
 expert or a random agent drop in unchanged.
 
-What the agent gets: ``reset(instruction, env.env_spec)`` and one :class:`Observation` per step.
-Only an agent that declares itself privileged (:func:`~vla.agents.base.is_privileged`: scripted
-experts) is bound to the env; every other agent never receives it.
+What the agent gets: ``reset(instruction, env.env_spec)`` and one :class:`Observation` per step,
+as its sensors make it: with a perception profile (``perception``; :mod:`envs.perception`) the
+agent's observation has the profile's depth noise, detector errors (frame-local ids) and odometry
+drift, while subscribers also see the env's exact one (``episode.observation``; what the agent got is
+``episode.agent_observation``). Only an agent that declares itself privileged
+(:func:`~vla.agents.base.is_privileged`: scripted experts) is bound to the env; every other agent never
+receives it.
 
 An env may report per-episode numbers in ``info["episode_metrics"]`` (a dict of numbers and bools,
 e.g. the house env's ``spl`` and ``reached``): the final step's values go into the episode row.
@@ -41,9 +45,11 @@ class Episode:
     env: VLAEnv
     agent: Any
     instruction: str
-    observation: Observation | None = None
+    observation: Observation | None = None  # the env's own (exact) observation
     step: int = 0
     info: dict[str, Any] = field(default_factory=dict)
+    agent_observation: Observation | None = None  # what the agent received (its sensors' version)
+    sensors: Any = None  # the robot's sensors (envs.perception.RobotSensors), None for exact perception
 
 
 @dataclass
@@ -107,24 +113,31 @@ def run_episode(
     key: dict[str, Any],
     subscribers: Iterable[Subscriber] = (),
     seed: int | None = None,
+    perception: Any = None,
 ) -> EpisodeResult:
-    """Run one episode: reset, then act/step until success, truncation or ``env.max_episode_steps``."""
+    """Run one episode: reset, then act/step until success, truncation or ``env.max_episode_steps``.
+    ``perception``: a profile (name, config dict or :class:`~spatial_memory.perception.PerceptionProfile`;
+    None = the env's exact observations) applied to what the agent receives."""
     subs = _Guarded(subscribers)
     t0 = time.perf_counter()
     episode = Episode(key=key, env=env, agent=agent, instruction="")
     success, error = False, None
     try:
+        sensors = _sensors(perception, key, env)
+        episode.sensors = sensors
         if is_privileged(agent):
             agent.bind(env)
         obs, info = env.reset(seed=seed, options={"trial": key["trial"]})
         episode.instruction, episode.observation, episode.info = env.instruction, obs, info
+        episode.agent_observation = sensors(obs) if sensors is not None else obs
         agent.reset(env.instruction, env.env_spec)
         subs.call("on_episode_start", episode)
         for _ in range(env.max_episode_steps):
-            action = np.asarray(agent.act(obs))
+            action = np.asarray(agent.act(episode.agent_observation))
             obs, reward, terminated, truncated, info = env.step(action)
             episode.step += 1
             episode.observation, episode.info = obs, info
+            episode.agent_observation = sensors(obs) if sensors is not None else obs
             subs.call("on_step", episode, action, obs, reward, info)
             if terminated or truncated:
                 break
@@ -142,3 +155,16 @@ def run_episode(
         result.extra["subscriber_errors"] = subs.errors
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _sensors(perception: Any, key: dict[str, Any], env: VLAEnv):
+    """The robot's sensors for one episode (None for the env's exact perception)."""
+    if perception is None:
+        return None
+    from envs.perception import RobotSensors, perception_profile
+
+    profile = perception_profile(perception)
+    if profile.exact:
+        return None
+    scene = (key.get("suite", key.get("env")), key.get("task_id"))
+    return RobotSensors(profile, (*scene, key.get("trial")), env.env_spec, scene=scene)

@@ -12,7 +12,7 @@ Every function takes a :class:`~spatial_memory.SpatialMemory` that nobody writes
 * :func:`topdown_png` -- the map of one level as PNG bytes, with overlays;
 * :func:`snapshot_npz` -- the whole memory in its own file format (``SpatialMemory.save``).
 
-Conventions are DESIGN §4's (the GST-Bench ones).
+Conventions are docs/ARCHITECTURE.md §4's (the GST-Bench ones).
 """
 
 from __future__ import annotations

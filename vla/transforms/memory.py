@@ -50,6 +50,65 @@ MEMORY_PRESETS = ("auto", "apartment", "tabletop")
 BASE_ACTIONS = ("forward_m", "left_m", "yaw_rad")  # a mobile base's action names (the house env's)
 
 
+# the memory's settings for each perception profile (tuned on the val split, docs/GST.md): with frame-local
+# ids, objects are associated by category and 3D proximity
+# a detector's ids are frame-local: objects by category and proximity, confirmed by repeated detections; noisy
+# depth scatters voxels around surfaces: a voxel shows on the maps from 2 hits, a wall pixel needs 5 of the 12
+# voxels of the wall band, and walls are thinned to the ridge of their voxel density
+_DETECTOR = {
+    "association": "proximity",
+    "min_observations": 2,
+    "min_support": 0.25,
+    "map": {"min_wall_voxels": 5, "min_hits": 2, "wall_ridge": True},
+}
+PERCEPTION_MEMORY: dict[str, dict[str, Any]] = {
+    "gt": {},
+    # the drift correction's prior is the odometry's specification (what the robot knows of its own sensors)
+    "realistic": {
+        **_DETECTOR,
+        "drift": {
+            "cell": 0.2,
+            "odom_sigma_m": 0.002,
+            "odom_sigma_deg": 0.05,
+            "odom_scale_xy": 0.005,
+            "odom_scale_yaw": 0.002,
+            "depth_sigma": [0.002, 0.005],
+        },
+    },
+    "harsh": {
+        **_DETECTOR,
+        "drift": {
+            "cell": 0.2,
+            "odom_sigma_m": 0.01,
+            "odom_sigma_deg": 0.25,
+            "odom_scale_xy": 0.02,
+            "odom_scale_yaw": 0.01,
+            "depth_sigma": [0.005, 0.012],
+        },
+    },
+}
+
+
+# localisation of views without a pose under each profile (LocalizeConfig fields): noisy depth spreads the
+# view's points around surfaces, so a scan pixel is a block median and the tolerances widen with the noise
+PERCEPTION_LOCALIZE: dict[str, dict[str, Any]] = {
+    "gt": {},
+    "realistic": {"scan_block_median": True},
+    "harsh": {"scan_block_median": True, "inlier_m": 0.15, "likelihood_sigma": 0.15, "free_gap": 0.5},
+}
+
+
+def memory_config_for(perception: str, tabletop: bool = False, overrides: dict[str, Any] | None = None) -> MemoryConfig:
+    """The memory for a perception profile (``PERCEPTION_MEMORY``), apartment or tabletop scale, with
+    ``overrides`` (fields of :class:`MemoryConfig`) on top."""
+    if perception not in PERCEPTION_MEMORY:
+        raise ValueError(f"no memory settings for perception {perception!r}; known: {sorted(PERCEPTION_MEMORY)}")
+    cfg = {**PERCEPTION_MEMORY[perception], **dict(overrides or {})}
+    if "carve_margin" in cfg:
+        cfg["carve_margin"] = tuple(cfg["carve_margin"])
+    return MemoryConfig.tabletop(**cfg) if tabletop else MemoryConfig(**cfg)
+
+
 def is_mobile_base(spec: EnvSpec | None) -> bool:
     """Whether the env's actions start with a base's ``[forward_m, left_m, yaw_rad]``."""
     return spec is not None and tuple(spec.action.names[:3]) == BASE_ACTIONS
@@ -62,9 +121,9 @@ class MemoryInputsConfig:
     camera: the camera fused (None: the first of the observation). memory: ``"apartment"``
     (``MemoryConfig()``, 5 cm voxels), ``"tabletop"`` (``MemoryConfig.tabletop()``, LIBERO scale) or
     ``"auto"`` (apartment for a mobile base, tabletop otherwise). memory_overrides: fields of
-    :class:`MemoryConfig`. Perception noise of the stream the memory is built from: depth noise
-    ``sigma(z) = depth_sigma * z^2``, a fraction of dropped depth pixels, and odometry drift per
-    frame (a random walk).
+    :class:`MemoryConfig`. perception: the sensors the memory is built for (``gt``, ``realistic``,
+    ``harsh``: :func:`memory_config_for` picks the memory's settings for them; the noise itself is
+    applied upstream, by the harness, to what the agent receives).
     """
 
     camera: str | None = None
@@ -76,10 +135,7 @@ class MemoryInputsConfig:
     map_frame: str = "fit"
     map_extent_m: float = 8.0
     max_objects: int = 32
-    depth_sigma: float = 0.0
-    depth_dropout: float = 0.0
-    pose_drift_m: float = 0.0
-    pose_drift_deg: float = 0.0
+    perception: str = "gt"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "inputs", tuple(self.inputs))
@@ -101,23 +157,13 @@ class MemoryInputsConfig:
         unknown = sorted(set(self.memory_overrides or {}) - valid)
         if unknown:
             raise ValueError(f"unknown memory_overrides {unknown}; valid: {sorted(valid)}")
-        self.noise_model()  # validates the noise options
+        if self.perception not in PERCEPTION_MEMORY:
+            raise ValueError(f"perception must be one of {sorted(PERCEPTION_MEMORY)}, got {self.perception!r}")
         self.memory_config(True)
 
-    def noise_model(self, seed: int = 0):
-        from spatial_memory.noise import NoiseModel
-
-        if not (self.depth_sigma or self.depth_dropout or self.pose_drift_m or self.pose_drift_deg):
-            return None
-        return NoiseModel(self.depth_sigma, self.depth_dropout, self.pose_drift_m, self.pose_drift_deg, seed)
-
     def memory_config(self, mobile_base: bool) -> MemoryConfig:
-        overrides = dict(self.memory_overrides or {})
-        if "carve_margin" in overrides:
-            overrides["carve_margin"] = tuple(overrides["carve_margin"])
-        if self.memory == "tabletop" or (self.memory == "auto" and not mobile_base):
-            return MemoryConfig.tabletop(**overrides)
-        return MemoryConfig(**overrides)
+        tabletop = self.memory == "tabletop" or (self.memory == "auto" and not mobile_base)
+        return memory_config_for(self.perception, tabletop, self.memory_overrides)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "MemoryInputsConfig":
@@ -136,7 +182,6 @@ class MemoryInputs:
         self.seed_value: int | tuple = seed
         self.spec: EnvSpec | None = None
         self.memory: SpatialMemory | None = None
-        self._noisy = None
         self._answerer = None
 
     @property
@@ -149,8 +194,6 @@ class MemoryInputs:
     def reset(self, spec: EnvSpec | None) -> None:
         self.spec = spec
         self.memory = SpatialMemory(config=self.config.memory_config(self.mobile_base))
-        noise = self.config.noise_model(seed=hash(self.seed_value) % (2**31))
-        self._noisy = noise.stream() if noise is not None else None
 
     # ------------------------------------------------------------------ the transform
     def camera(self, observation: Observation) -> str:
@@ -167,8 +210,7 @@ class MemoryInputs:
     def integrate(self, observation: Observation) -> None:
         if self.memory is None:
             self.reset(self.spec)
-        frame = observation.cameras[self.camera(observation)]
-        self.memory.integrate(self._noisy(frame) if self._noisy is not None else frame)
+        self.memory.integrate(observation.cameras[self.camera(observation)])
 
     def __call__(self, observation: Observation) -> Observation:
         """Fuse the observation's frame and return it with the ``memory/*`` entries (see module doc)."""
@@ -269,12 +311,11 @@ class MemoryInputs:
 
         if self._answerer is None:
             tabletop = not self.mobile_base or self.config.memory == "tabletop"
-            self._answerer = MemoryAnswerer(AnswererConfig(tabletop=tabletop, noise=self.config.noise_model()))
-        if question.current_pose is not None and self._noisy is not None:
-            from dataclasses import replace
-
-            # the pose the robot believes: its (drifting) odometry, as its memory does
-            question = replace(question, current_pose=self._noisy.T_drift @ question.current_pose)
+            self._answerer = MemoryAnswerer(
+                AnswererConfig(
+                    tabletop=tabletop, perception=self.config.perception, overrides=self.config.memory_overrides
+                )
+            )
         return self._answerer.answer(question, live=self.memory)
 
     def live_memory(self) -> SpatialMemory | None:
