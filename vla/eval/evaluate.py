@@ -209,11 +209,11 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
     seed_everything(spec.seed)
 
     header = {"env": spec.env["name"], "suite": suite_name(spec.env), "agent": spec.agent["name"], "seed": spec.seed}
+    header["perception"] = (spec.perception or {}).get("name", "gt")  # before the plan: vla-merge's header
     logs = [log for sub in build_subscribers(spec) for log in sub.episode_logs(out)]
     write_plan(out, spec, planned, episodes, header, logs)  # a dir holds one shard: checked before any file changes
     if spec.shard is not None:
         header["shard"] = spec.shard
-    header["perception"] = (spec.perception or {}).get("name", "gt")
 
     store = EpisodeStore(out / "episodes.jsonl")
     for log in logs:
