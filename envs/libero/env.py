@@ -1,4 +1,4 @@
-"""``LiberoEnv``: one LIBERO task as a gymnasium env with the observation contract of DESIGN §3.
+"""``LiberoEnv``: one LIBERO task as a gymnasium env with the observation contract of docs/ARCHITECTURE.md §3.
 
 * Official protocol by default: fixed init states of the suite (one per trial), 10 no-op settling
   steps inside ``reset``, 256x256 images rotated 180 degrees, 7-dim delta-EEF action in [-1, 1],

@@ -1,4 +1,4 @@
-"""LIBERO suites and their official evaluation settings (DESIGN §6)."""
+"""LIBERO suites and their official evaluation settings (docs/LIBERO.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Scripted LIBERO expert: skills composed by a BDDL-goal planner (DESIGN §6, docs/LIBERO.md).
+"""Scripted LIBERO expert: skills composed by a BDDL-goal planner (docs/LIBERO.md).
 
 The expert is privileged: it reads the simulator (through :class:`~.sim.SimView`: poses,
 collision geometry, ray casts, contacts, joints, LIBERO's own predicate evaluation) and emits the
