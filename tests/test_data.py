@@ -249,6 +249,19 @@ def test_official_libero_layout(official):
     assert spec.family == "libero" and spec.action.dim == 7 and spec.info["orientation"] == "rot180"
 
 
+def test_the_default_dataset_key_is_the_env_family(house, official, tmp_path):
+    """``data.key`` unset (configs/data/libero.yaml sets none): the statistics key is the family."""
+    root, _ = house
+    assert DemoSource(official[0], None).key == "libero"
+    assert DemoSource(root, None, cameras=("ego",)).key == "house"
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for f in [official[0], *sorted(Path(root).glob("*.hdf5"))[:1]]:
+        (mixed / f.name).symlink_to(f)
+    with pytest.raises(ValueError, match="several env families"):
+        DemoSource(mixed, None, cameras=("ego",))
+
+
 def test_libero_90_names_lose_their_scene_prefix(tmp_path):
     p = tmp_path / "KITCHEN_SCENE10_put_the_butter_at_the_back_of_the_stove_demo.hdf5"
     write_official(p, lengths=(2,))

@@ -47,7 +47,7 @@ class DemoSource:
     def __init__(
         self,
         paths: str | Path | Iterable[str | Path],
-        key: str,
+        key: str | None,
         chunk: int = 1,
         cameras: Sequence[str] = ("agentview",),
         memory: Any = None,
@@ -62,6 +62,13 @@ class DemoSource:
                 refs.append(ref)
                 actions.append(a)
         unique_ids(refs)
+        if key is None:  # the default: the episodes' env family (one family per source)
+            families = sorted({r.family for r in refs})
+            if not families:
+                raise ValueError(f"DemoSource: no episodes in {list(paths)}")
+            if len(families) != 1:
+                raise ValueError(f"DemoSource: episodes of several env families {families}: name a dataset key")
+            key = families[0]
         self._setup(key, refs, actions, chunk, cameras, memory, camera_fields, orientation, max_open)
 
     def _setup(self, key, refs, actions, chunk, cameras, memory, camera_fields, orientation, max_open) -> None:
