@@ -72,3 +72,12 @@ def test_heading_up_map_puts_what_is_ahead_above_the_agent(scene, yaw):
     assert img.shape == (80, 80, 3)
     green = np.argwhere((img[..., 1] > 150) & (img[..., 0] < 100) & (img[..., 2] < 100))  # the agent's arrow
     assert len(green) and abs(green[:, 0].mean() - 40) < 8 and abs(green[:, 1].mean() - 40) < 8
+
+
+def test_configs_saved_before_perception_profiles_still_load():
+    """A checkpoint's memory config from before the perception profiles: zero noise options are the gt
+    profile; non-zero ones are refused with where the noise went."""
+    old = {"inputs": ["topdown"], "depth_sigma": 0.0, "depth_dropout": 0.0, "pose_drift_m": 0.0, "pose_drift_deg": 0}
+    assert MemoryInputsConfig.from_dict(old) == MemoryInputsConfig(inputs=("topdown",))
+    with pytest.raises(ValueError, match="perception=realistic"):
+        MemoryInputsConfig.from_dict({**old, "depth_sigma": 0.01})

@@ -114,6 +114,9 @@ def is_mobile_base(spec: EnvSpec | None) -> bool:
     return spec is not None and tuple(spec.action.names[:3]) == BASE_ACTIONS
 
 
+_LEGACY_NOISE = ("depth_sigma", "depth_dropout", "pose_drift_m", "pose_drift_deg")
+
+
 @dataclass(frozen=True)
 class MemoryInputsConfig:
     """What the memory fuses and what it adds to observations (see the module doc).
@@ -168,6 +171,14 @@ class MemoryInputsConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "MemoryInputsConfig":
         d = dict(d or {})
+        # Configs saved before the perception profiles (e.g. in older checkpoints) carry per-stream noise
+        # options; at their default 0 they mean the gt profile, otherwise the noise now lives there.
+        legacy = {k: d.pop(k) for k in _LEGACY_NOISE if k in d}
+        if any(float(v or 0) for v in legacy.values()):
+            raise ValueError(
+                f"memory input noise options {sorted(legacy)} were replaced by perception profiles: "
+                "use perception=realistic|harsh (docs/GST.md)"
+            )
         unknown = sorted(set(d) - {f.name for f in fields(cls)})
         if unknown:
             raise ValueError(f"unknown memory input option(s) {unknown}; valid: {sorted(f.name for f in fields(cls))}")
