@@ -143,3 +143,26 @@ def test_a_memory_reading_checkpoint_acts_and_answers_mid_episode_questions(tmp_
     assert {r["subtask"] for r in rows} == {"EDs", "GPs"}
     assert all(isinstance(r["prediction"], str) and "score" in r for r in rows)  # the model's free text, scored
     assert len(list((out / "videos").glob("*.mp4"))) == 2
+
+
+def test_a_checkpoint_that_cannot_load_stops_the_run_at_once_with_the_reason(tmp_path):
+    """With workers, a bad checkpoint is reported once, before any episode, not as N dead workers."""
+    out = tmp_path / "run"
+    r = subprocess.run(
+        [
+            str(VENV_BIN / "vla-rollout"),
+            *HOUSE,
+            "eval.workers=2",
+            "agent=vla",
+            f"agent.checkpoint={tmp_path}/none",
+            f"out={out}",
+        ],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert r.returncode == 2 and "could not build the env or agent" in r.stderr and "none" in r.stderr, r.stderr[-2000:]
+    episodes = out / "episodes.jsonl"
+    assert not episodes.exists() or episodes.read_text() == ""  # nothing recorded: a fixed rerun starts clean

@@ -39,6 +39,11 @@ def run_local(spec, todo: list[Episode], on_result: OnResult) -> None:
         _run_pool(spec, todo, on_result)
 
 
+class WorkerStartupError(ValueError):
+    """A worker process could not build its env or agent (bad checkpoint, bad config): the run stops
+    (a ValueError, so the CLIs print it as one line)."""
+
+
 def _die_with_parent(parent_pid: int | None) -> None:
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -54,7 +59,11 @@ def _worker_main(conn, spec, parent_pid: int | None) -> None:
 
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
-    runner = EpisodeRunner(spec)
+    try:
+        runner = EpisodeRunner(spec)
+    except Exception as exc:  # noqa: BLE001 - the env or agent cannot be built: say why, once, and stop
+        conn.send({"startup_error": f"{type(exc).__name__}: {exc}"})
+        return
     try:
         while True:
             job = conn.recv()
@@ -156,6 +165,11 @@ def _run_pool(spec, todo: list[Episode], on_result: OnResult) -> None:
                         w.proc.join(1)
                         failure = f"worker process died ({signal_text(w.proc.exitcode)})"
                     else:
+                        if isinstance(rec, dict) and "startup_error" in rec:
+                            # every worker would fail the same way: stop the run instead of failing each episode
+                            raise WorkerStartupError(
+                                f"a worker could not build the env or agent: {rec['startup_error']}"
+                            )
                         w.job = None
                         on_result(rec)
                         continue
