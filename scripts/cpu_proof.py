@@ -420,7 +420,36 @@ def main() -> int:
     print(json.dumps(res, indent=2))
     if a.proof == "house":
         print(house_table(res))
+    plot_curves(Path(a.root))
     return 0
+
+
+def plot_curves(root: Path) -> None:
+    """``<root>/curves.png``: training loss (per 10 steps) and validation loss of every trained arm."""
+    logs = {p.parent.name if p.parent.name != "train" else "policy": p for p in root.glob("train/**/train_log.jsonl")}
+    if not logs:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    for arm, path in sorted(logs.items()):
+        rows = [json.loads(x) for x in path.read_text().splitlines()]
+        tr = [(r["step"], r["loss"]) for r in rows if "loss" in r]
+        va = [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r]
+        if tr:
+            axes[0].plot(*zip(*tr), label=arm, lw=1)
+        if va:
+            axes[1].plot(*zip(*va), "o-", label=arm)
+    for ax, title in zip(axes, ("training loss", "validation loss (held-out episodes)")):
+        ax.set(title=title, xlabel="step")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(root / "curves.png", dpi=110)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
