@@ -15,7 +15,6 @@ the ego camera (docs/omnigibson.md says what of this has been run).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -23,19 +22,14 @@ import gymnasium as gym
 import numpy as np
 
 from envs.base import (
-    ActionSpec,
-    ArraySpec,
-    CameraSpec,
-    EnvSpec,
-    Observation,
     SceneTruth,
     TaskInfo,
     VLAEnv,
-    check_action,
 )
 from envs.control import BaseLimits
-from envs.house.agent import T_world_base, pose_from_T, step_pose
+from envs.house.agent import T_world_base
 from envs.house.expert import NavGoal, ObjectNavExpert
+from envs.house.ground_nav import GroundNavEpisode
 from envs.house.topdown import draw_route
 from spatial_memory.frame import CameraFrame
 from spatial_memory.topdown import LEVELS, TopDownFrame
@@ -59,7 +53,7 @@ def map_file(cache: str | Path, name: str, level: str) -> Path:
     return Path(cache) / f"{name.replace('/', '-')}_{level}.png"
 
 
-class OmniGibsonEnv(VLAEnv):
+class OmniGibsonEnv(GroundNavEpisode, VLAEnv):
     metadata = {"render_modes": ["rgb_array"]}
 
     def __init__(
@@ -147,76 +141,21 @@ class OmniGibsonEnv(VLAEnv):
         self._reached, self._path_m = False, 0.0
         return self._observe(blocked=False)
 
-    def step(self, action: Any):
-        if self.episode is None:
-            raise RuntimeError("call reset() before step()")
-        a = check_action(action, self.action_space)
-        stop = bool(self.cfg.stop_action and a[3] > 0.5)
-        before = self._pose.copy()
-        res = step_pose(self.scene.grid, self._pose, np.zeros(3) if stop else a[:3])
-        self._pose = res.pose
-        self._path_m += float(np.hypot(*(self._pose[:2] - before[:2])))
-        self._step += 1
-        self._trajectory.append(self._pose.copy())
-        obs, info = self._observe(blocked=res.blocked, stopped=stop)
-        terminated = stop if self.cfg.stop_action else bool(info["success"])
-        truncated = not terminated and self._step >= self.max_episode_steps
-        return obs, float(info["success"]), terminated, truncated, info
+    _SPEC_FAMILY = "omnigibson"
 
-    def _observe(self, blocked: bool, stopped: bool = False):
-        frame = self.scene.camera_frame(self._pose, self.T_world_odom, step=self._step)
-        self._last_frame = frame
-        frac = float(np.count_nonzero(frame.instance == self.episode.instance_id)) / frame.instance.size
-        dist = float(box_distance(self._pose[:2], self.target.box))
-        at_goal = dist <= self.cfg.success_radius_m and frac >= self.cfg.min_visible_fraction
-        self._reached = self._reached or at_goal
-        success = (stopped and at_goal) if self.cfg.stop_action else at_goal
-        geo = self.episode.geodesic_m
-        info = {
-            "success": bool(success),
-            "at_goal": bool(at_goal),
-            "stopped": bool(stopped),
-            "blocked": bool(blocked),
-            "target": self.episode.target_id,
-            "target_distance_m": dist,
-            "target_visible_fraction": frac,
-            "geodesic_start_m": geo,
-            "episode_metrics": {
-                "reached": bool(self._reached),
-                "path_m": round(self._path_m, 4),
-                "geodesic_m": round(float(geo), 4),
-                "spl": float(success) * geo / max(self._path_m, geo, 1e-9),
-            },
+    def _visible_fraction(self, frame) -> float:
+        return float(np.count_nonzero(frame.instance == self.episode.instance_id)) / frame.instance.size
+
+    def _target_distance(self) -> float:
+        return float(box_distance(self._pose[:2], self.target.box))
+
+    def _spec_info(self) -> dict[str, Any]:
+        return {
+            "frame": "odometry: origin at the start pose on the floor, x forward, z up",
+            "scene": self.scene_name,
+            "split": split_of(self.scene_name) or self.cfg.split,
+            "robot": self.cfg.robot or "camera",
         }
-        self._last_info = info
-        obs = Observation(
-            cameras={"ego": frame},
-            state=self.odom_pose(),
-            instruction=self.instruction,
-            step=self._step,
-            sensors={"blocked": bool(blocked)},
-        )
-        return obs, info
-
-    @property
-    def env_spec(self) -> EnvSpec:
-        c = self.cfg
-        return EnvSpec(
-            family="omnigibson",
-            action=ActionSpec.from_space(
-                self.action_space, ("forward_m", "left_m", "yaw_rad") + (("stop",) if c.stop_action else ())
-            ),
-            state=ArraySpec((3,), "float64", ("x_m", "y_m", "yaw_rad")),
-            cameras=(CameraSpec("ego", c.height, c.width, depth=True, instance=True),),
-            sensors={"blocked": ArraySpec((), "bool")},
-            task=self.task.to_dict(),
-            info={
-                "frame": "odometry: origin at the start pose on the floor, x forward, z up",
-                "scene": self.scene_name,
-                "split": split_of(self.scene_name) or c.split,
-                "robot": c.robot or "camera",
-            },
-        )
 
     def render(self) -> np.ndarray:
         """Video frame: the ego view and (render_map) the easy map with the trajectory, side by side."""
@@ -280,24 +219,6 @@ class OmniGibsonEnv(VLAEnv):
         self._maps[level] = img
         return img.copy()
 
-    def agent_pose(self) -> np.ndarray:
-        return self._pose.copy()
-
-    def odom_pose(self, pose_world: np.ndarray | None = None) -> np.ndarray:
-        p = self._pose if pose_world is None else np.asarray(pose_world, dtype=np.float64)
-        return pose_from_T(np.linalg.inv(self.T_world_odom) @ T_world_base(p))
-
-    def world_pose(self, pose_odom: np.ndarray) -> np.ndarray:
-        return pose_from_T(self.T_world_odom @ T_world_base(np.asarray(pose_odom, dtype=np.float64)))
-
-    @property
-    def trajectory(self) -> np.ndarray:
-        return np.array(self._trajectory)
-
-    @property
-    def last_info(self) -> dict[str, Any]:
-        return dict(self._last_info)
-
     # ------------------------------------------------------------------------------------------ GST material
     def exploration_route(self, start: np.ndarray | None = None, look_around: bool = True) -> Route:
         sc = self.scene
@@ -316,8 +237,3 @@ class OmniGibsonEnv(VLAEnv):
 
     def route_frames(self, poses: np.ndarray, stride: int = 1, first: int = 0) -> list[CameraFrame]:
         return [self.render_pose(p, step=first + k) for k, p in enumerate(poses) if k % stride == 0]
-
-    def heading_to(self, xy: np.ndarray) -> float:
-        from spatial_memory.geometry import wrap_angle
-
-        return wrap_angle(math.atan2(xy[1] - self._pose[1], xy[0] - self._pose[0]) - self._pose[2])
