@@ -26,6 +26,8 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from envs.house.config import check_ground_nav
+
 # every BEHAVIOR-1K scene of OmniGibson 1.1.1 (docs/modules/scenes.md), by split
 SPLITS: dict[str, tuple[str, ...]] = {
     "test": (
@@ -193,28 +195,7 @@ class OmniGibsonConfig:
         )
         need(0.3 <= self.camera_height <= 2.4, f"camera_height must be in [0.3, 2.4] m, got {self.camera_height}")
         need(20.0 <= self.camera_hfov_deg <= 150.0, f"camera_hfov_deg must be in [20, 150], got {self.camera_hfov_deg}")
-        need(
-            -60.0 <= self.camera_pitch_deg <= 60.0,
-            f"camera_pitch_deg must be in [-60, 60], got {self.camera_pitch_deg}",
-        )
-        need(
-            16 <= self.width <= 2048 and 16 <= self.height <= 2048,
-            f"image size must be in [16, 2048], got {self.width}x{self.height}",
-        )
-        need(
-            0 < self.max_forward_m <= 1.0 and 0 <= self.max_left_m <= 1.0,
-            f"need 0 < max_forward_m <= 1 and 0 <= max_left_m <= 1, got {self.max_forward_m}, {self.max_left_m}",
-        )
-        need(0 < self.max_turn_deg <= 180.0, f"max_turn_deg must be in (0, 180], got {self.max_turn_deg}")
-        need(
-            self.success_radius_m > self.agent_radius + 0.2,
-            f"success_radius_m={self.success_radius_m} is unreachable for agent_radius={self.agent_radius}",
-        )
-        need(
-            0 < self.min_visible_fraction < 0.5,
-            f"min_visible_fraction must be in (0, 0.5), got {self.min_visible_fraction}",
-        )
-        need(self.min_start_distance_m >= 0, f"min_start_distance_m must be >= 0, got {self.min_start_distance_m}")
+        check_ground_nav(self, need)
         need(self.max_depth_m > 0, f"max_depth_m must be > 0, got {self.max_depth_m}")
         need(2.5 <= self.easy_altitude_m <= 20.0, f"easy_altitude_m must be in [2.5, 20] m, got {self.easy_altitude_m}")
         need(
