@@ -50,6 +50,21 @@ def checkpoints(train_out: Path) -> list[Path]:
     return sorted((train_out / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
 
 
+def budget(a, batch: int, val_every: int) -> list[str]:
+    """The training budget every arm of a proof shares: steps, batch, lr, checkpoints, validation."""
+    return [
+        f"train.steps={a.steps}",
+        f"train.batch_size={batch}",
+        f"train.lr={a.lr}",
+        "train.vision_lr_scale=1.0",
+        f"train.save_every={a.steps // a.checkpoints}",
+        f"train.keep_last={a.checkpoints}",
+        f"train.val_every={val_every}",
+        "train.loader_workers=1",
+        "progress=false",
+    ]
+
+
 def choose(a, train_out: Path, scores: dict, score) -> str | None:
     """The checkpoint an arm is tested with: the best on val (ties: the later one), or, with
     ``--select final``, the last one -- fixed before any result is seen, for when val costs too much."""
@@ -87,15 +102,7 @@ def house(a) -> dict:
         "data=house_nav",
         f"data.paths=[{R / 'demos'}]",
         "data.action_mask=[true,true,true,false]",
-        f"train.steps={a.steps}",
-        "train.batch_size=16",
-        f"train.lr={a.lr}",
-        "train.vision_lr_scale=1.0",
-        f"train.save_every={a.steps // a.checkpoints}",
-        f"train.keep_last={a.checkpoints}",
-        "train.val_every=250",
-        "train.loader_workers=1",
-        "progress=false",
+        *budget(a, batch=16, val_every=250),
     ]
     if a.stage in ("all", "train"):
         for arm, extra in arms.items():
@@ -222,15 +229,7 @@ def libero(a) -> dict:
         f"policy.chunk={a.chunk}",
         "data=libero",
         f"data.paths=[{R / 'demos'}]",
-        f"train.steps={a.steps}",
-        "train.batch_size=16",
-        f"train.lr={a.lr}",
-        "train.vision_lr_scale=1.0",
-        f"train.save_every={a.steps // a.checkpoints}",
-        f"train.keep_last={a.checkpoints}",
-        "train.val_every=250",
-        "train.loader_workers=1",
-        "progress=false",
+        *budget(a, batch=16, val_every=250),
     ]
     if a.stage in ("all", "train"):
         run([str(BIN / "vla-train"), *common, f"out={R / 'train'}"], R / "logs/train.log")
@@ -318,15 +317,7 @@ def gst(a) -> dict:
         "data=gst_qa",
         f"data.paths=[{R / 'questions' / 'train'}]",
         "data.val_fraction=0",
-        f"train.steps={a.steps}",
-        "train.batch_size=8",
-        f"train.lr={a.lr}",
-        "train.vision_lr_scale=1.0",
-        f"train.save_every={a.steps // a.checkpoints}",
-        f"train.keep_last={a.checkpoints}",
-        "train.val_every=0",
-        "train.loader_workers=1",
-        "progress=false",
+        *budget(a, batch=8, val_every=0),
     ]
     if a.stage in ("all", "train"):
         for arm, extra in arms.items():
