@@ -65,6 +65,15 @@ def budget(a, batch: int, val_every: int) -> list[str]:
     ]
 
 
+def only(a, arms: dict) -> dict:
+    """The arms named by ``--arms`` (default: both): two processes can train one arm each at once."""
+    names = [n for n in a.arms.split(",") if n] if a.arms else list(arms)
+    unknown = sorted(set(names) - set(arms))
+    if unknown:
+        raise SystemExit(f"--arms: unknown arm(s) {unknown}; this proof has {sorted(arms)}")
+    return {n: arms[n] for n in arms if n in names}
+
+
 def choose(a, train_out: Path, scores: dict, score) -> str | None:
     """The checkpoint an arm is tested with: the best on val (ties: the later one), or, with
     ``--select final``, the last one -- fixed before any result is seen, for when val costs too much."""
@@ -95,7 +104,7 @@ def house(a) -> dict:
             ],
             R / "logs/record.log",
         )
-    arms = {"memory": ["policy=house_memory", f"data.memory={HOUSE_MEMORY}"], "no_memory": ["policy=house"]}
+    arms = only(a, {"memory": ["policy=house_memory", f"data.memory={HOUSE_MEMORY}"], "no_memory": ["policy=house"]})
     common = [
         "model=tiny_qwen2_5_vl",
         "policy.action_dim=4",
@@ -302,14 +311,18 @@ def gst(a) -> dict:
                 ],
                 R / "logs/generate.log",
             )
-    arms = {
-        "memory": [
-            "policy.inputs.memory_map=true",
-            "policy.inputs.memory_text=true",
-            "data.memory={inputs: [topdown, objects, text], map_level: easy, map_size: [112, 112]}",
-        ],
-        "no_memory": [],
-    }
+    arms = only(
+        a,
+        {
+            "memory": [
+                "policy.inputs.memory_map=true",
+                "policy.inputs.memory_text=true",
+                "data.memory={inputs: [topdown, objects, text], map_level: easy, map_size: [112, 112]}",
+                f"data.cache_dir={R / 'stream_cache'}",  # each question stream fused once, shared with the evals
+            ],
+            "no_memory": [],
+        },
+    )
     common = [
         "model=tiny_qwen2_5_vl",
         "policy=house",
@@ -334,6 +347,7 @@ def gst(a) -> dict:
                             "eval",
                             "agent=vla",
                             f"agent.checkpoint={ck}",
+                            f"agent.memory_cache={R / 'stream_cache'}",
                             f"questions={R / 'questions' / 'val'}",
                             f"out={out}",
                             "progress=false",
@@ -358,6 +372,7 @@ def gst(a) -> dict:
                         "eval",
                         "agent=vla",
                         f"agent.checkpoint={R / 'train' / arm / 'checkpoints' / best}",
+                        f"agent.memory_cache={R / 'stream_cache'}",
                         f"questions={R / 'questions' / 'test'}",
                         f"out={out}",
                         "progress=false",
@@ -393,6 +408,7 @@ def main() -> int:
     ap.add_argument("--root", required=True)
     ap.add_argument("--stage", default="all", choices=("all", "record", "train", "select", "test", "table"))
     ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--arms", default="", help="house/gst: comma-separated arms to run (default: memory,no_memory)")
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument("--select", default="val", choices=("val", "final"), help="checkpoint chosen on val, or the last")
     ap.add_argument("--checkpoints", type=int, default=4, help="checkpoints per arm (every steps/N), chosen on val")

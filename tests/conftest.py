@@ -20,3 +20,33 @@ def cli_env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return env
+
+
+@pytest.fixture(scope="session")
+def gst(tmp_path_factory):
+    """A tiny GST question set (one train apartment, 64 px) written by ``vla-gst generate``, plus a
+    hand-made TDS-E question (one scene has no distractor scenes)."""
+    import json
+
+    from vla.gst.cli import main as gst_main
+
+    out = tmp_path_factory.mktemp("gst") / "q"
+    per_scene = "{EDv: 1, EDs: 1, GPv: 1, Pos: 1, Traj: 1}"
+    args = ["generate", "env.use_meshes=false", "env.width=64", "env.height=64", "split=train", "scenes=1"]
+    args += [f"out={out}", "progress=false", "gen.views=2", "gen.stride=3", f"gen.per_scene={per_scene}"]
+    assert gst_main(args) == 0
+    # the TDS options are the set's own map files
+    q = json.loads((out / "questions.jsonl").read_text().splitlines()[0])
+    maps = sorted(str(p.relative_to(out)) for p in (out / "maps").glob("*.png"))
+    tds = {
+        "id": "hand-TDS-E-1",
+        "subtask": "TDS-E",
+        "scene": q["scene"],
+        "prompt": "Which of the top-down images A-D shows the scene?",
+        "media": {"video": q["media"]["video"], "stream": q["media"]["stream"], "options": maps + maps[:1]},
+        "answer": {"type": "choice", "value": "B"},
+        "meta": {"level": "easy", "num_options": 4},
+    }
+    with open(out / "questions.jsonl", "a") as fh:
+        fh.write(json.dumps(tds) + "\n")
+    return out

@@ -17,8 +17,6 @@ from envs.registry import make_env
 from vla.agents import make_agent
 from vla.data import DemoSource, GSTQASource, MemoryCache, Mixture, Sample, SampleSource, split_by_episode
 from vla.data.split import split_episodes
-from vla.gst.cli import main as gst_main
-from vla.gst.question import load_questions
 from vla.rollout.record import DemoRecorder, merge_demos
 from vla.rollout.runtime import Subscriber, run_episode
 from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
@@ -130,31 +128,6 @@ OFFICIAL_NAME = "pick_up_the_black_bowl_between_the_plate_and_the_ramekin_and_pl
 def official(tmp_path_factory):
     d = tmp_path_factory.mktemp("official")
     return d / OFFICIAL_NAME, write_official(d / OFFICIAL_NAME)
-
-
-# ---------------------------------------------------------------------------------- GST questions
-@pytest.fixture(scope="module")
-def gst(tmp_path_factory):
-    out = tmp_path_factory.mktemp("gst") / "q"
-    per_scene = "{EDv: 1, EDs: 1, GPv: 1, Pos: 1, Traj: 1}"
-    args = ["generate", "env.use_meshes=false", "env.width=64", "env.height=64", "split=train", "scenes=1"]
-    args += [f"out={out}", "progress=false", "gen.views=2", "gen.stride=3", f"gen.per_scene={per_scene}"]
-    assert gst_main(args) == 0
-    # a TDS question by hand (one scene has no distractor scenes): the options are the set's own map files
-    q = json.loads((out / "questions.jsonl").read_text().splitlines()[0])
-    maps = sorted(str(p.relative_to(out)) for p in (out / "maps").glob("*.png"))
-    tds = {
-        "id": "hand-TDS-E-1",
-        "subtask": "TDS-E",
-        "scene": q["scene"],
-        "prompt": "Which of the top-down images A-D shows the scene?",
-        "media": {"video": q["media"]["video"], "stream": q["media"]["stream"], "options": maps + maps[:1]},
-        "answer": {"type": "choice", "value": "B"},
-        "meta": {"level": "easy", "num_options": 4},
-    }
-    with open(out / "questions.jsonl", "a") as fh:
-        fh.write(json.dumps(tds) + "\n")
-    return out
 
 
 # ================================================================================== DemoSource
@@ -463,80 +436,6 @@ def test_mixture_is_a_pure_function_of_step_and_seed(house, official, gst):
         Mixture(sources, [1.0])
     with pytest.raises(ValueError, match="not all 0"):
         Mixture(sources, [0, 0, 0])
-
-
-# ================================================================================== GST questions
-def expected_answer(q) -> str:
-    kind, v = q.answer["type"], q.answer["value"]
-    return {
-        "angle": lambda: str(int(round(v))),
-        "distance": lambda: "%.1f" % v,
-        "point": lambda: f"<point>{int(round(v[0]))} {int(round(v[1]))}</point>",
-        "choice": lambda: f"({v})",
-    }[kind]()
-
-
-def test_gst_questions_as_visual_qa(gst):
-    qs = {q.id: q for q in load_questions(gst)}
-    src = GSTQASource(gst, max_video_frames=6)
-    assert src.episodes() == sorted({q.scene for q in qs.values()}) and src.actions() is None
-    subtasks = set()
-    for i in range(len(src)):
-        s, q = src.sample(i), src.question(i)
-        subtasks.add(q.subtask)
-        assert s.kind == "qa" and s.episode == q.scene and s.answer == expected_answer(qs[q.id])
-        assert s.prompt.endswith(q.prompt) and s.prompt.count("<image>") == len(s.images)
-        video = q.get("clip_video" if "clip_video" in q.media else "video")
-        n_extra = sum(k in q.media for k in ("current_view", "map")) + len(q.media.get("options", []))
-        assert len(s.images) == min(6, len(video)) + n_extra
-        assert all(im.dtype == np.uint8 and im.ndim == 3 and im.shape[2] == 3 for im in s.images)
-        shown = s.images[: len(s.images) - n_extra]
-        assert all(any(np.array_equal(im, f) for f in video) for im in shown)  # frames of the video, in order
-        if "current_view" in q.media:
-            np.testing.assert_array_equal(s.images[len(shown)], q.get("current_view"))
-        if "options" in q.media:
-            for im, opt in zip(s.images[-4:], q.get("options")):
-                np.testing.assert_array_equal(im, opt)
-            assert "A <image> B <image> C <image> D <image>" in s.prompt
-        if q.subtask in ("EDv", "GPv"):  # the target's red box is in at least one frame shown
-            boxed = {int(j) for j in q.get("boxes")}
-            assert any(np.array_equal(im, video[j]) for im in shown for j in boxed)
-    assert {"EDv", "EDs", "GPv", "Pos", "TDS-E"} <= subtasks
-
-
-def test_gst_questions_with_memory_inputs(gst):
-    config = MemoryInputsConfig(map_size=(96, 96))
-    src = GSTQASource(gst, memory=config)
-    i = next(i for i in range(len(src)) if src.question(i).subtask == "EDs")
-    s, q = src.sample(i), src.question(i)
-    inputs = MemoryInputs(config)
-    inputs.reset(None)  # a mobile base: the apartment-scale memory
-    from envs.observation import Observation
-
-    for f in q.get("stream"):
-        inputs.integrate(Observation(cameras={"ego": f}, state=np.zeros(0), instruction="", step=f.step))
-    want = inputs.entries()
-    assert len(s.images) == 2 and s.prompt.count("<image>") == 2  # memory map + current view; no video frames
-    np.testing.assert_array_equal(s.images[0], want["topdown"])
-    np.testing.assert_array_equal(s.images[1], q.get("current_view"))
-    assert want["text"] in s.prompt and s.answer == expected_answer(q)
-
-
-def test_bad_question_sets(tmp_path, gst):
-    bad = tmp_path / "q"
-    shutil.copytree(gst, bad)
-    lines = (bad / "questions.jsonl").read_text().splitlines()
-    first = json.loads(lines[0])
-    first["answer"] = None
-    (bad / "questions.jsonl").write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
-    with pytest.raises(ValueError, match=f"question {first['id']}: no answer"):
-        GSTQASource(bad)
-    (bad / "questions.jsonl").write_text("\n".join(lines) + "\n")
-    os.remove(bad / json.loads(lines[0])["media"]["current_view"])
-    with pytest.raises(ValueError, match=f"question {first['id']}: media 'current_view' file .* does not exist"):
-        GSTQASource(bad)
-    with pytest.raises(ValueError, match="does not exist"):
-        GSTQASource(tmp_path / "nothing")
 
 
 def test_sample_checks_itself():

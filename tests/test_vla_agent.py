@@ -166,3 +166,26 @@ def test_a_checkpoint_that_cannot_load_stops_the_run_at_once_with_the_reason(tmp
     assert r.returncode == 2 and "could not build the env or agent" in r.stderr and "none" in r.stderr, r.stderr[-2000:]
     episodes = out / "episodes.jsonl"
     assert not episodes.exists() or episodes.read_text() == ""  # nothing recorded: a fixed rerun starts clean
+
+
+def test_offline_answers_fuse_each_stream_once_into_the_cache_training_reads(tmp_path, gst):
+    """vla-gst eval with a memory-reading checkpoint: a scene's questions share one fused stream, and
+    the files it leaves are the very ones a training run with the same memory config reads."""
+    from vla.agents.vla import VLAAgent
+    from vla.data import GSTQASource
+    from vla.gst.question import load_questions
+
+    memory = {"inputs": ["topdown", "objects", "text"], "map_level": "easy", "map_size": [56, 56], "max_objects": 4}
+    ck = _export(tmp_path / "policy", memory=memory, chunk=1)
+    cache = tmp_path / "cache"
+    agent = VLAAgent(checkpoint=str(ck), device="cpu", max_answer_tokens=4, memory_cache=str(cache))
+    questions = load_questions(gst)
+    answers = [agent.answer(q) for q in questions]
+    assert all(isinstance(a, str) for a in answers)
+    streams = {json.dumps(q.media.get("clip_stream", q.media["stream"])) for q in questions}
+    assert len(streams) < len(questions)  # the fixture's scene shares its video stream
+    assert agent._streams.fused == len(streams) == len(list(cache.glob("*.npz")))
+    src = GSTQASource(gst, memory=memory, cache_dir=cache)
+    for i in range(len(src)):
+        src.sample(i)
+    assert src._cache.fused == 0

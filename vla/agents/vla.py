@@ -10,7 +10,9 @@ step and blends the overlapping predictions of the last K chunks with ACT's expo
 ``w_i = exp(-ensemble * i)`` (``i = 0`` the oldest prediction).
 
 ``answer(question)`` asks the same model (``answers=model``; with its memory inputs when it was
-trained with them) or the spatial memory (``answers=memory``).
+trained with them) or the spatial memory (``answers=memory``). Offline, a memory-reading policy
+fuses each question's stream once (:class:`~vla.data.stream_memory.StreamMemoryCache`; on disk
+under ``memory_cache`` when given, shared with training's cache and across evaluations).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class VLAAgentOptions:
     answers: str = "model"  # model | memory
     max_answer_tokens: int = 24
     max_video_frames: int = 8  # video frames shown with a question when the policy reads no memory (as in training)
+    memory_cache: str | None = None  # offline GST answers: a directory keeping each question stream's fused memory
 
     def __post_init__(self) -> None:
         if not self.checkpoint:
@@ -93,6 +96,7 @@ class VLAAgent:
         self._queue: deque = deque()
         self._history: deque = deque()  # ensemble: (step predicted, chunk)
         self._t = 0
+        self._streams = None  # offline GST answers: the fused streams of the last few questions
 
     # ------------------------------------------------------------------ protocol
     def seed(self, seed: int | tuple[int, ...]) -> None:
@@ -148,7 +152,8 @@ class VLAAgent:
     def answer(self, question: Any) -> str:
         if self.options.answers == "memory":
             return self.inputs.answer(question)
-        from vla.data.gst_qa import question_inputs, stream_memory_entries
+        from vla.data.gst_qa import question_inputs
+        from vla.data.stream_memory import StreamMemoryCache
 
         memory = self.policy.config.inputs.uses_memory
         entries = None
@@ -156,11 +161,13 @@ class VLAAgent:
             live = self.inputs.memory if self.inputs is not None else None
             mid_episode = question.current_pose is not None and live is not None and live.n_frames > 0
             # mid-episode the live memory has fused exactly the question's video; offline, fuse its stream
-            entries = (
-                self.inputs.entries()
-                if mid_episode
-                else stream_memory_entries(question, self.policy.config.memory or {})
-            )
+            # (once per stream: a scene's questions share it)
+            if mid_episode:
+                entries = self.inputs.entries()
+            else:
+                if self._streams is None:
+                    self._streams = StreamMemoryCache(self.policy.config.memory or {}, self.options.memory_cache)
+                entries = self._streams.entries(question)
         images, prompt = question_inputs(question, memory, self.options.max_video_frames, entries)
         mi = self.policy.transform.question(images, prompt)
         return self.policy.answer_batch([mi], max_new_tokens=self.options.max_answer_tokens)[0]

@@ -16,28 +16,25 @@ With ``memory`` (a :class:`~vla.transforms.memory.MemoryInputsConfig`), the vide
 replaced by what the spatial memory makes of the question's sensor stream (depth, instance masks,
 odometry poses: what an agent is given): its top-down map (``memory/topdown``) and object table
 text (``memory/text``) after fusing the stream (Traj: the clip's stream); visual targets keep up to
-two of their boxed frames. Current view, map and options stay.
+two of their boxed frames. Current view, map and options stay. Each stream is fused once
+(:class:`~vla.data.stream_memory.StreamMemoryCache`; on disk under ``cache_dir`` when given, so
+data-loader workers and later runs share it).
 """
 
 from __future__ import annotations
 
-import json
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from envs.observation import Observation
 from vla.gst.answers import format_answer
 from vla.gst.question import Question, load_questions
 from vla.gst.subtasks import CHOICES, SUBTASKS
-from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
+from vla.transforms.memory import MemoryInputsConfig
 
-from .layout import house_spec, implied_spec
 from .sample import Sample, check_episodes, check_index
-
-_MEMORY_LRU = 4  # scenes whose fused memory a process keeps
+from .stream_memory import StreamMemoryCache, stream_key_of
 
 
 def _media_paths(value: Any) -> list[str]:
@@ -55,6 +52,7 @@ class GSTQASource:
         key: str = "gst_qa",
         memory: MemoryInputsConfig | dict | None = None,
         max_video_frames: int = 8,
+        cache_dir: str | Path | None = None,
     ) -> None:
         root = Path(questions_dir)
         questions = load_questions(root)
@@ -68,14 +66,23 @@ class GSTQASource:
             memory = MemoryInputsConfig.from_dict(memory)
         if memory is not None and not ({"topdown", "text"} & set(memory.inputs)):
             raise ValueError(f"GSTQASource memory inputs need 'topdown' and/or 'text', got {list(memory.inputs)}")
-        self._setup(key, root, rows, memory, max_video_frames)
+        cache = StreamMemoryCache(memory, cache_dir) if memory is not None else None
+        self._setup(key, root, rows, memory, max_video_frames, cache)
 
-    def _setup(self, key: str, root: Path, rows: list[dict], memory: MemoryInputsConfig | None, k: int) -> None:
+    def _setup(
+        self,
+        key: str,
+        root: Path,
+        rows: list[dict],
+        memory: MemoryInputsConfig | None,
+        k: int,
+        cache: StreamMemoryCache | None,
+    ) -> None:
         if int(k) < 1:
             raise ValueError(f"max_video_frames must be >= 1, got {k}")
         self.key, self.root, self.memory, self.max_video_frames = key, root, memory, int(k)
         self._rows = rows
-        self._memo: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._cache: StreamMemoryCache | None = cache
 
     @staticmethod
     def _check(root: Path, q: Question, memory: bool) -> None:
@@ -90,7 +97,7 @@ class GSTQASource:
             format_answer(kind, q.answer["value"])
         except (TypeError, ValueError, IndexError) as exc:
             raise ValueError(f"{where}: answer {q.answer['value']!r} is not a valid {kind}: {exc}") from exc
-        needed = ("clip_stream" if "clip_stream" in q.media else "stream") if memory else None
+        needed = stream_key_of(q) if memory else None
         video = "clip_video" if "clip_video" in q.media else "video"
         for name in [video] + ([needed] if needed else []):
             if name not in q.media:
@@ -118,7 +125,7 @@ class GSTQASource:
         keep = check_episodes(self, episodes)
         out = object.__new__(GSTQASource)
         rows = [r for r in self._rows if r["scene"] in keep]
-        out._setup(self.key, self.root, rows, self.memory, self.max_video_frames)
+        out._setup(self.key, self.root, rows, self.memory, self.max_video_frames, self._cache)
         return out
 
     def question(self, i: int) -> Question:
@@ -126,31 +133,10 @@ class GSTQASource:
 
     def sample(self, i: int) -> Sample:
         q = self.question(i)
-        entries = None
-        if self.memory is not None:
-            entries = self._memory_entries(q, "clip_stream" if "clip_stream" in q.media else "stream")
+        entries = self._cache.entries(q) if self._cache is not None else None
         images, prompt = question_inputs(q, self.memory is not None, self.max_video_frames, entries)
         answer = format_answer(q.answer.get("type", q.answer_type), q.answer["value"])
         return Sample(dataset=self.key, episode=q.scene, kind="qa", images=images, prompt=prompt, answer=answer)
-
-    # ------------------------------------------------------------------ helpers
-    def _memory_entries(self, q: Question, stream_key: str) -> dict[str, Any]:
-        """``MemoryInputs.entries()`` after fusing the question's stream (cached per stream file)."""
-        ref = json.dumps(q.media[stream_key])
-        hit = self._memo.get(ref)
-        if hit is not None:
-            self._memo.move_to_end(ref)
-            return hit
-        entries = stream_memory_entries(q, self.memory, stream_key)
-        self._memo[ref] = entries
-        while len(self._memo) > _MEMORY_LRU:
-            self._memo.popitem(last=False)
-        return entries
-
-    def __getstate__(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d["_memo"] = OrderedDict()
-        return d
 
     def __repr__(self) -> str:
         return f"GSTQASource({self.key!r}: {len(self)} questions, {len(self.episodes())} scenes)"
@@ -217,19 +203,3 @@ def question_inputs(
         opts = q.get("options")
         add("Options", opts, list(CHOICES[: len(opts)]))
     return images, "\n".join(lines + [q.prompt])
-
-
-def stream_memory_entries(
-    q: Question, memory: MemoryInputsConfig | dict, stream_key: str | None = None
-) -> dict[str, Any]:
-    """The memory inputs (``MemoryInputs.entries()``) after fusing the question's sensor stream (its
-    clip's, for Traj) -- what an agent offline has of the video, in the memory's form."""
-    cfg = memory if isinstance(memory, MemoryInputsConfig) else MemoryInputsConfig.from_dict(memory)
-    stream_key = stream_key or ("clip_stream" if "clip_stream" in q.media else "stream")
-    inputs = MemoryInputs(cfg, seed=0)
-    libero = q.scene.startswith("libero")
-    inputs.reset(implied_spec("libero", [], {}, 7, 8) if libero else house_spec([], {}))
-    camera = cfg.camera or "ego"
-    for f in q.get(stream_key):
-        inputs.integrate(Observation(cameras={camera: f}, state=np.zeros(0), instruction="", step=f.step))
-    return inputs.entries()

@@ -33,7 +33,9 @@ def build_source(cfg: DataConfig, chunk: int, memory: dict[str, Any] | None, cac
     if cfg.kind == "gst_qa":
         if len(cfg.paths) != 1:
             raise ValueError(f"data.kind=gst_qa reads one question directory, got paths={cfg.paths}")
-        return GSTQASource(cfg.paths[0], key=cfg.key or "gst_qa", memory=mem_cfg, max_video_frames=cfg.max_video_frames)
+        cache = (Path(cfg.cache_dir) if cfg.cache_dir else cache_root) if mem_cfg is not None else None
+        frames = cfg.max_video_frames
+        return GSTQASource(cfg.paths[0], cfg.key or "gst_qa", memory=mem_cfg, max_video_frames=frames, cache_dir=cache)
     raise ValueError(f"cannot build a single source of kind {cfg.kind!r}")
 
 

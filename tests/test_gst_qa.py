@@ -1,0 +1,157 @@
+"""GST question sets as training samples (``GSTQASource``) and the fused memory of their sensor streams
+(``vla.data.stream_memory``): what a model is shown, the answer it is taught, and each stream fused
+once -- in memory, on disk, never stale."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from envs.observation import Observation
+from vla.data import GSTQASource
+from vla.data.stream_memory import StreamMemoryCache, stream_memory_entries
+from vla.gst.question import load_questions
+from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
+
+
+def expected_answer(q) -> str:
+    kind, v = q.answer["type"], q.answer["value"]
+    return {
+        "angle": lambda: str(int(round(v))),
+        "distance": lambda: "%.1f" % v,
+        "point": lambda: f"<point>{int(round(v[0]))} {int(round(v[1]))}</point>",
+        "choice": lambda: f"({v})",
+    }[kind]()
+
+
+def test_gst_questions_as_visual_qa(gst):
+    qs = {q.id: q for q in load_questions(gst)}
+    src = GSTQASource(gst, max_video_frames=6)
+    assert src.episodes() == sorted({q.scene for q in qs.values()}) and src.actions() is None
+    subtasks = set()
+    for i in range(len(src)):
+        s, q = src.sample(i), src.question(i)
+        subtasks.add(q.subtask)
+        assert s.kind == "qa" and s.episode == q.scene and s.answer == expected_answer(qs[q.id])
+        assert s.prompt.endswith(q.prompt) and s.prompt.count("<image>") == len(s.images)
+        video = q.get("clip_video" if "clip_video" in q.media else "video")
+        n_extra = sum(k in q.media for k in ("current_view", "map")) + len(q.media.get("options", []))
+        assert len(s.images) == min(6, len(video)) + n_extra
+        assert all(im.dtype == np.uint8 and im.ndim == 3 and im.shape[2] == 3 for im in s.images)
+        shown = s.images[: len(s.images) - n_extra]
+        assert all(any(np.array_equal(im, f) for f in video) for im in shown)  # frames of the video, in order
+        if "current_view" in q.media:
+            np.testing.assert_array_equal(s.images[len(shown)], q.get("current_view"))
+        if "options" in q.media:
+            for im, opt in zip(s.images[-4:], q.get("options")):
+                np.testing.assert_array_equal(im, opt)
+            assert "A <image> B <image> C <image> D <image>" in s.prompt
+        if q.subtask in ("EDv", "GPv"):  # the target's red box is in at least one frame shown
+            boxed = {int(j) for j in q.get("boxes")}
+            assert any(np.array_equal(im, video[j]) for im in shown for j in boxed)
+    assert {"EDv", "EDs", "GPv", "Pos", "TDS-E"} <= subtasks
+
+
+def test_gst_questions_with_memory_inputs(gst):
+    config = MemoryInputsConfig(map_size=(96, 96))
+    src = GSTQASource(gst, memory=config)
+    i = next(i for i in range(len(src)) if src.question(i).subtask == "EDs")
+    s, q = src.sample(i), src.question(i)
+    inputs = MemoryInputs(config)
+    inputs.reset(None)  # a mobile base: the apartment-scale memory
+    for f in q.get("stream"):
+        inputs.integrate(Observation(cameras={"ego": f}, state=np.zeros(0), instruction="", step=f.step))
+    want = inputs.entries()
+    assert len(s.images) == 2 and s.prompt.count("<image>") == 2  # memory map + current view; no video frames
+    np.testing.assert_array_equal(s.images[0], want["topdown"])
+    np.testing.assert_array_equal(s.images[1], q.get("current_view"))
+    assert want["text"] in s.prompt and s.answer == expected_answer(q)
+
+
+def test_bad_question_sets(tmp_path, gst):
+    bad = tmp_path / "q"
+    shutil.copytree(gst, bad)
+    lines = (bad / "questions.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["answer"] = None
+    (bad / "questions.jsonl").write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
+    with pytest.raises(ValueError, match=f"question {first['id']}: no answer"):
+        GSTQASource(bad)
+    (bad / "questions.jsonl").write_text("\n".join(lines) + "\n")
+    os.remove(bad / json.loads(lines[0])["media"]["current_view"])
+    with pytest.raises(ValueError, match=f"question {first['id']}: media 'current_view' file .* does not exist"):
+        GSTQASource(bad)
+    with pytest.raises(ValueError, match="does not exist"):
+        GSTQASource(tmp_path / "nothing")
+
+
+def _same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        if isinstance(a[k], np.ndarray):
+            assert a[k].dtype == b[k].dtype
+            np.testing.assert_array_equal(a[k], b[k])
+        else:
+            assert type(a[k]) is type(b[k]) and a[k] == b[k], k
+
+
+def test_stream_memory_is_fused_once_and_kept_on_disk(gst, tmp_path):
+    config = MemoryInputsConfig(map_size=(64, 64))
+    qs = load_questions(gst)
+    q = next(q for q in qs if q.subtask == "EDs")
+    want = stream_memory_entries(q, config)
+    cache = StreamMemoryCache(config, tmp_path / "cache")
+    _same(cache.entries(q), want)
+    assert cache.fused == 1 and len(list((tmp_path / "cache").glob("*.npz"))) == 1
+    # the scene's other questions share the stream: served from memory
+    for other in (o for o in qs if o.scene == q.scene and "clip_stream" not in o.media):
+        _same(cache.entries(other), want)
+    assert cache.fused == 1
+    # a new process (a data-loader worker, the next run) reads the file, bit for bit
+    again = StreamMemoryCache(config, tmp_path / "cache")
+    _same(again.entries(q), want)
+    assert again.fused == 0
+    # another config is another file
+    other = StreamMemoryCache(MemoryInputsConfig(map_size=(48, 48)), tmp_path / "cache")
+    assert other.entries(q)["topdown"].shape[:2] == (48, 48) and other.fused == 1
+    # a damaged file is fused again
+    path = cache.path(cache.key(q))
+    path.write_bytes(b"not an npz")
+    fresh = StreamMemoryCache(config, tmp_path / "cache")
+    _same(fresh.entries(q), want)
+    assert fresh.fused == 1
+
+
+def test_a_changed_stream_is_never_served_stale(gst, tmp_path):
+    d = tmp_path / "q"
+    shutil.copytree(gst, d)
+    config = MemoryInputsConfig(map_size=(64, 64))
+    q = next(q for q in load_questions(d) if q.subtask == "EDs")
+    cache = StreamMemoryCache(config, tmp_path / "cache")
+    key = cache.key(q)
+    cache.entries(q)
+    stream = d / q.media["stream"]
+    st = os.stat(stream)
+    os.utime(stream, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert cache.key(q) != key
+    os.remove(stream)
+    with pytest.raises(ValueError, match="stream file"):
+        cache.key(q)
+
+
+def test_gst_training_shares_the_stream_cache(gst, tmp_path):
+    config = MemoryInputsConfig(map_size=(64, 64))
+    src = GSTQASource(gst, memory=config, cache_dir=tmp_path / "cache")
+    samples = [src.sample(i) for i in range(len(src))]
+    media = [src.question(i).media for i in range(len(src))]
+    streams = {json.dumps(m.get("clip_stream", m["stream"])) for m in media}
+    assert len(list((tmp_path / "cache").glob("*.npz"))) == len(streams)
+    again = GSTQASource(gst, memory=config, cache_dir=tmp_path / "cache")
+    for i, s in enumerate(samples):
+        t = again.sample(i)
+        assert t.prompt == s.prompt and len(t.images) == len(s.images)
+        for a, b in zip(t.images, s.images):
+            np.testing.assert_array_equal(a, b)
+    assert again._cache.fused == 0
