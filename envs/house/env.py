@@ -48,11 +48,11 @@ from spatial_memory.topdown import LEVELS, TopDownFrame
 from .agent import T_world_base
 from .config import HouseConfig
 from .expert import NavGoal, ObjectNavExpert
-from .ground_nav import GroundNavEpisode
+from .ground_nav import Episode, GroundNavEpisode
 from .exploration import Clip, ExplorationRoute, plan_route, sample_clips
 from .spec import ItemSpec
 from .scene import HouseScene
-from .task import Episode, make_episode, target_distance, visible_fraction
+from .task import make_episode, target_distance
 from .topdown import draw_route
 
 
@@ -136,9 +136,6 @@ class HouseEnv(GroundNavEpisode, VLAEnv):
         return obs, info
 
     _SPEC_FAMILY = "house"
-
-    def _visible_fraction(self, frame) -> float:
-        return visible_fraction(frame.instance, self.episode.instance_id)
 
     def _target_distance(self) -> float:
         return target_distance(self.target_item, self._pose)

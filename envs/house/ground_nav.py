@@ -6,12 +6,15 @@ An env using it keeps ``cfg`` (``stop_action``, ``success_radius_m``, ``min_visi
 ``height``, ``width``, ``split``), ``scene`` (``grid``, ``camera_frame``), ``episode``, ``task``,
 ``instruction``, ``action_space``, ``max_episode_steps``, ``T_world_odom`` and the episode state set
 by its ``reset`` (``_pose``, ``_step``, ``_path_m``, ``_reached``, ``_trajectory``), and says what
-differs: ``_visible_fraction(frame)``, ``_target_distance()``, ``_SPEC_FAMILY`` and ``_spec_info()``.
+differs: ``_target_distance()``, ``_SPEC_FAMILY`` and ``_spec_info()``. The episode itself
+(:class:`Episode`, drawn by each family's ``task.make_episode``), its instruction and the visibility
+measure (the target's share of the rendered instance mask) are the same for every family.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,11 +27,35 @@ from spatial_memory.geometry import wrap_angle
 from .agent import T_world_base, pose_from_T, step_pose
 
 
+GOAL_MARGIN_M = 0.2  # goal cells lie this much inside the success radius
+
+
+def instruction_for(category: str) -> str:
+    return f"go to the {category.replace('_', ' ')}"
+
+
+@dataclass(frozen=True, eq=False)
+class Episode:
+    trial: int
+    target_id: str
+    category: str
+    instance_id: int
+    instruction: str
+    start: np.ndarray  # world [x, y, yaw]
+    goal_cells: np.ndarray  # Nx2 (row, col) of the navigable grid
+    geodesic_m: float  # start -> nearest goal cell on the 8-connected grid (>= the true shortest path)
+
+
+def visible_fraction(instance: np.ndarray, instance_id: int) -> float:
+    """The share of an instance mask's pixels that show ``instance_id``."""
+    return float(np.count_nonzero(instance == instance_id)) / instance.size
+
+
 class GroundNavEpisode:
     _SPEC_FAMILY = ""
 
     def _visible_fraction(self, frame) -> float:  # fraction of the image showing the target
-        raise NotImplementedError
+        return visible_fraction(frame.instance, self.episode.instance_id)
 
     def _target_distance(self) -> float:  # metres from the base to the target
         raise NotImplementedError

@@ -16,31 +16,14 @@ seen by ray casting, with the camera turned towards it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from .spec import ItemSpec
+from .ground_nav import GOAL_MARGIN_M, Episode, instruction_for
 from .scene import HouseScene, rect_distance
+from .spec import ItemSpec
 
-GOAL_MARGIN_M = 0.2
 TASK_SALT = 0x0B1EC7
-
-
-def instruction_for(category: str) -> str:
-    return f"go to the {category.replace('_', ' ')}"
-
-
-@dataclass(frozen=True, eq=False)
-class Episode:
-    trial: int
-    target_id: str
-    category: str
-    instance_id: int
-    instruction: str
-    start: np.ndarray  # world [x, y, yaw]
-    goal_cells: np.ndarray  # Nx2 (row, col) of the navigable grid
-    geodesic_m: float  # start -> nearest goal cell on the 8-connected grid (>= the true shortest path)
 
 
 def goal_cells(
@@ -130,7 +113,3 @@ def make_episode(
 def target_distance(item: ItemSpec, xy: np.ndarray) -> float:
     """Horizontal distance (metres) from xy to the item's box footprint."""
     return float(rect_distance(np.asarray(xy)[:2], item.rect()))
-
-
-def visible_fraction(instance: np.ndarray, instance_id: int) -> float:
-    return float(np.count_nonzero(instance == instance_id)) / instance.size

@@ -143,9 +143,6 @@ class OmniGibsonEnv(GroundNavEpisode, VLAEnv):
 
     _SPEC_FAMILY = "omnigibson"
 
-    def _visible_fraction(self, frame) -> float:
-        return float(np.count_nonzero(frame.instance == self.episode.instance_id)) / frame.instance.size
-
     def _target_distance(self) -> float:
         return float(box_distance(self._pose[:2], self.target.box))
 

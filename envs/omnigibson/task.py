@@ -13,30 +13,13 @@ from __future__ import annotations
 import math
 import zlib
 from collections import Counter
-from dataclasses import dataclass
 
 import numpy as np
 
+from envs.house.ground_nav import GOAL_MARGIN_M, Episode, instruction_for
 from envs.truth import Box, NavGrid, ObjectTruth
 
-GOAL_MARGIN_M = 0.2
 TASK_SALT = 0x06B1
-
-
-def instruction_for(category: str) -> str:
-    return f"go to the {category.replace('_', ' ')}"
-
-
-@dataclass(frozen=True, eq=False)
-class Episode:
-    trial: int
-    target_id: str
-    category: str
-    instance_id: int
-    instruction: str
-    start: np.ndarray  # world [x, y, yaw]
-    goal_cells: np.ndarray  # Nx2 (row, col)
-    geodesic_m: float
 
 
 def box_distance(xy: np.ndarray, box: Box) -> np.ndarray:
