@@ -427,12 +427,24 @@ def main() -> int:
     print(json.dumps(res, indent=2))
     if a.proof == "house":
         print(house_table(res))
-    plot_curves(Path(a.root))
+    plot_curves(Path(a.root), res.get("val", {}))
     return 0
 
 
-def plot_curves(root: Path) -> None:
-    """``<root>/curves.png``: training loss (per 10 steps) and validation loss of every trained arm."""
+def _val_score(v) -> float | None:
+    """A checkpoint's val number for the plot: GST's overall score, or a rollout's success (in %)."""
+    if isinstance(v, dict) and "success" in v:
+        return 100.0 * float(v["success"])
+    try:
+        return _mean(v)
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+def plot_curves(root: Path, val: dict | None = None) -> None:
+    """``<root>/curves.png``: training loss (per 10 steps) of every trained arm, and its validation loss
+    on held-out episodes -- or, where training ran no validation (GST), the val score of each
+    checkpoint (what selection read)."""
     logs = {p.parent.name if p.parent.name != "train" else "policy": p for p in root.glob("train/**/train_log.jsonl")}
     if not logs:
         return
@@ -442,18 +454,24 @@ def plot_curves(root: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    right = "validation loss (held-out episodes)"
     for arm, path in sorted(logs.items()):
         rows = [json.loads(x) for x in path.read_text().splitlines()]
         tr = [(r["step"], r["loss"]) for r in rows if "loss" in r]
         va = [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r]
+        if not va and (val or {}).get(arm):
+            scored = ((int(k.split("_")[1]), _val_score(v)) for k, v in val[arm].items())
+            va = sorted((step, x) for step, x in scored if x is not None)
+            right = "val score per checkpoint (selection)"
         if tr:
             axes[0].plot(*zip(*tr), label=arm, lw=1)
         if va:
             axes[1].plot(*zip(*va), "o-", label=arm)
-    for ax, title in zip(axes, ("training loss", "validation loss (held-out episodes)")):
+    for ax, title in zip(axes, ("training loss", right)):
         ax.set(title=title, xlabel="step")
         ax.grid(alpha=0.3)
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
     fig.tight_layout()
     fig.savefig(root / "curves.png", dpi=110)
     plt.close(fig)
