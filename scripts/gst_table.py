@@ -3,10 +3,12 @@
 
 Each argument is ``LABEL=PATH`` where PATH is a ``vla-gst eval``/``score`` output (``scores.json``
 or its directory) or a ``vla-rollout`` run with mid-episode questions (``summary.json`` or its
-directory; its ``gst`` block is read). Example::
+directory; its ``gst`` block is read). Rollouts of disjoint episodes of one suite (e.g. two halves
+of a split, run with ``eval.tasks=[...]``) are pooled with ``PATH1+PATH2``: their ``gst.jsonl``
+rows are scored together, as one run would score them. Example::
 
     .venv/bin/python scripts/gst_table.py random=runs/gst/random memory=runs/gst/memory \\
-        "memory, mid-episode=runs/gst/mid_memory"
+        "memory, mid-episode=runs/gst/mid_memory" "pooled=runs/gst/mid_a+runs/gst/mid_b"
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from vla.gst.metrics import aggregate  # noqa: E402
 from vla.gst.subtasks import SUBTASKS  # noqa: E402
 
 
@@ -41,6 +44,30 @@ def load_scores(path: Path) -> dict:
     return data
 
 
+def pooled_scores(paths: list[Path]) -> dict:
+    """Scores of the mid-episode questions of several rollout dirs of disjoint episodes, pooled."""
+    rows, owner, suites = [], {}, set()
+    for d in paths:
+        log = d / "gst.jsonl"
+        if not log.exists():
+            raise SystemExit(f"error: {log} does not exist (pooling reads rollouts' gst.jsonl)")
+        mine = set()
+        for line in log.read_text().splitlines():
+            r = json.loads(line)
+            mine.add((r["task_id"], r["trial"]))
+            suites.add(r["suite"])
+            rows.append((r["subtask"], float(r["score"])))
+        for ep in sorted(mine):
+            if ep in owner:
+                raise SystemExit(f"error: episode {ep} is in both {owner[ep]} and {d}: pooled runs must be disjoint")
+            owner[ep] = d
+    if len(suites) > 1:
+        raise SystemExit(f"error: pooled runs are of different suites {sorted(suites)}")
+    if not rows:
+        raise SystemExit(f"error: no questions in {' + '.join(map(str, paths))}")
+    return aggregate(rows, bootstrap=200)
+
+
 def table(rows: list[tuple[str, dict]]) -> str:
     codes = list(SUBTASKS)
     head = "| | " + " | ".join(codes) + " | overall | questions |"
@@ -61,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         label, sep, path = item.rpartition("=")
         if not sep or not label:
             raise SystemExit(f"error: expected LABEL=PATH, got {item!r}")
-        rows.append((label, load_scores(Path(path))))
+        parts = [Path(x) for x in path.split("+")]
+        rows.append((label, pooled_scores(parts) if len(parts) > 1 else load_scores(parts[0])))
     print(table(rows))
     return 0
 
