@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 from collections import OrderedDict
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from vla.gst.question import Question
 from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 
 from .layout import house_spec, implied_spec
+from .memory_cache import _config_json
 
 FORMAT = 1
 _KINDS = "__kinds__"
@@ -76,7 +76,7 @@ class StreamMemoryCache:
         if int(lru) < 1:
             raise ValueError(f"StreamMemoryCache lru must be >= 1, got {lru}")
         self.lru = int(lru)
-        self._config_json = json.dumps(asdict(self.config), sort_keys=True, default=list)
+        self._config_json = _config_json(self.config)  # the same key text as MemoryCache's
         self._memo: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.fused = 0  # streams fused by this process (not served from memory or disk)
 
