@@ -38,6 +38,7 @@ PUSH_SWEEP = 0.15  # m of vertical approach checked above the pusher's pose
 PUSH_REACH = 0.8  # m from the robot base: the pusher's farthest position on a leg
 PATH_MARGIN = -0.015  # the pushed object may brush what it passes by this much (light things give way)
 LOW = 0.01  # obstacles at most this much taller than the pushed object are pushed along, not avoided
+PUSH_LIFT = 0.0  # m: the finger tips this low over the support while pushing (higher, they ride up the plate's sloping wall)
 
 
 def is_pushable(view: SimView, obj: str, target: str) -> bool:
@@ -174,7 +175,7 @@ class Push(Skill):
                 depth = FINGER_HALF_WIDTH * abs(np.cos(yaw)) + FINGER_OUT * abs(np.sin(yaw))
                 behind = -(back + depth + 0.006)
                 cost = 0.001 * k + 0.001 * j
-                ways.append(PushWay(float(pitch), float(yaw), behind, support + 0.006 + FINGER_BELOW, -cost))
+                ways.append(PushWay(float(pitch), float(yaw), behind, support + PUSH_LIFT + FINGER_BELOW, -cost))
         for w in ways:
             p = self._grip_point(c, u, w)
             clear = clearance(obstacles, p, self._rotation(u, w.pitch, w.yaw), 0.0, sweep=PUSH_SWEEP)
