@@ -38,7 +38,7 @@ PUSH_SWEEP = 0.15  # m of vertical approach checked above the pusher's pose
 PUSH_REACH = 0.8  # m from the robot base: the pusher's farthest position on a leg
 PATH_MARGIN = -0.015  # the pushed object may brush what it passes by this much (light things give way)
 LOW = 0.01  # obstacles at most this much taller than the pushed object are pushed along, not avoided
-PUSH_LIFT = 0.0  # m: the finger tips this low over the support while pushing (higher, they ride up the plate's sloping wall)
+PUSH_LIFT = 0.0  # m: finger tips over the support while pushing (higher, they ride up a plate's sloping wall)
 
 
 def is_pushable(view: SimView, obj: str, target: str) -> bool:
