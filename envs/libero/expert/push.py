@@ -3,11 +3,11 @@ stove").
 
 The closed fingers, the finger axis across the push direction, pointing down or pitched towards
 the object (the pitch with the gripper's best clearance), go behind the object low over the
-support and push its back edge along a path round the taller things standing there (straight, or
-through one waypoint), each leg pushable from within the arm's reach. The push line (object to
-waypoint) is re-aimed every step; the pusher goes round (up, over, down) when the object turned
-away from it or stopped moving. (Pushing a dish from inside, against its wall, was tried: LIBERO's
-plate walls slope at about 60 degrees and the fingers ride up them.)
+support (the tips at its height) and push its back edge along a path round the taller things
+standing there (straight, or through one waypoint). The push line (object to waypoint) is re-aimed
+every step; the pusher goes round (up, over, down) when the object turned away from it or stopped
+moving. (Pushing a dish from inside, against its wall, was tried: LIBERO's plate walls slope at
+about 60 degrees and the fingers ride up them; from outside, tips a few mm up ride up it too.)
 
 Used for objects too flat and wide to pick up (a plate) whose target lies on the surface they
 stand on.
@@ -35,7 +35,6 @@ OFF_LINE = 0.025  # m off the push line before the pusher goes round
 PITCHES = np.deg2rad([0.0, 30.0, 50.0])  # behind pushes: fingers pitched towards the object
 YAWS = np.deg2rad([0.0])  # the finger axis turned from across the line
 PUSH_SWEEP = 0.15  # m of vertical approach checked above the pusher's pose
-PUSH_REACH = 0.8  # m from the robot base: the pusher's farthest position on a leg
 PATH_MARGIN = -0.015  # the pushed object may brush what it passes by this much (light things give way)
 LOW = 0.01  # obstacles at most this much taller than the pushed object are pushed along, not avoided
 PUSH_LIFT = 0.0  # m: finger tips over the support while pushing (higher, they ride up a plate's sloping wall)
@@ -61,11 +60,10 @@ def _dist_to_boxes(p, lo, hi) -> float:
     return float(np.min(np.linalg.norm(d, axis=1)))
 
 
-def plan_path(start, goal, radius: float, lo, hi, reachable=None, margin: float = PATH_MARGIN) -> list[np.ndarray]:
+def plan_path(start, goal, radius: float, lo, hi, margin: float = PATH_MARGIN) -> list[np.ndarray]:
     """Waypoints (ending at ``goal``) for a disc of ``radius`` pushed from ``start``: straight when
     that keeps ``margin`` from every box, else through the one waypoint (on a 4 cm grid) whose two
-    legs keep the most clearance, the shortest first among those that keep ``margin``.
-    ``reachable(a, b)`` (optional) says whether the pusher can push a leg from ``a`` to ``b``."""
+    legs keep the most clearance, the shortest first among those that keep ``margin``."""
     start, goal = np.asarray(start, float), np.asarray(goal, float)
     # already closer than ``margin`` at the start (the plate beside the bowl): moving must not bring
     # it closer still
@@ -73,8 +71,7 @@ def plan_path(start, goal, radius: float, lo, hi, reachable=None, margin: float 
 
     def clear(a, b) -> float:
         n = max(2, int(np.linalg.norm(b - a) / 0.01) + 1)
-        c = min(_dist_to_boxes(a + t * (b - a), lo, hi) for t in np.linspace(0, 1, n)[1:]) - radius
-        return c if reachable is None or reachable(a, b) else min(c, -1.0)
+        return min(_dist_to_boxes(a + t * (b - a), lo, hi) for t in np.linspace(0, 1, n)[1:]) - radius
 
     direct = clear(start, goal)
     if direct >= margin:
