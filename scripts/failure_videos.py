@@ -62,36 +62,32 @@ def main(argv: list[str] | None = None) -> int:
 
     from tqdm import tqdm
 
-    from envs.registry import make_env
-    from vla.agents import make_agent
-    from vla.eval.evaluate import seed_everything
-    from vla.rollout.runtime import run_episode
+    from vla.eval.evaluate import EpisodeRunner, EvalSpec
     from vla.rollout.video import VideoWriter
 
     spec = json.loads((args.run / "run.json").read_text())
     env_cfg = {**spec["env"], "render": True}
     if args.rgb_only:
         env_cfg.update(depth=False, segmentation=False)
-    seed = int(spec.get("seed", 7))
     out = args.out or args.run / "failure_videos"
-    seed_everything(seed)
-    agent = make_agent(spec["agent"], seed=seed)
-    video = VideoWriter(out, mode="failures", fps=args.fps)
-    env, env_task, mismatches = None, None, []
-    for row in tqdm(todo, desc=f"failure videos -> {out}", unit="ep"):
-        task = int(row["task_id"])
-        if task != env_task:
-            if env is not None:
-                env.close()
-            env, env_task = make_env(env_cfg, task), task
-        key = {k: row[k] for k in ("env", "suite", "task_id", "task", "trial") if k in row}
-        if hasattr(agent, "seed"):
-            agent.seed((seed, task, int(row["trial"])))
-        result = run_episode(env, agent, key, [video], seed=seed, perception=spec.get("perception"))
-        if result.success:
-            mismatches.append(f"task {task} trial {row['trial']}")
-    if env is not None:
-        env.close()
+    # the evaluator's own episode runner (env per task, seeding, errors), with only a video writer
+    runner = EpisodeRunner(
+        EvalSpec(
+            env=env_cfg,
+            agent=spec["agent"],
+            out=str(out),
+            seed=int(spec.get("seed", 7)),
+            perception=spec.get("perception"),
+        )
+    )
+    runner.subscribers = [VideoWriter(out, mode="failures", fps=args.fps)]
+    mismatches = []
+    try:
+        for row in tqdm(todo, desc=f"failure videos -> {out}", unit="ep"):
+            if runner.run(int(row["task_id"]), int(row["trial"]), row["task"])["success"]:
+                mismatches.append(f"task {row['task_id']} trial {row['trial']}")
+    finally:
+        runner.close()
     print(f"{len(todo) - len(mismatches)} failure videos in {out}")
     if mismatches:
         print(f"warning: these succeeded on replay (the run is not reproduced): {', '.join(mismatches)}")
