@@ -176,6 +176,8 @@ def test_live_page_follows_a_running_rollout_in_headless_chromium(tmp_path):
                 f1 = page.evaluate("document.getElementById('status').dataset.frames")
                 # the page updates by itself while the episodes run
                 page.wait_for(f"document.getElementById('status').dataset.frames !== '{f1}'", timeout=60)
+                # a new episode starts with an empty map: read the table once it has rows again
+                page.wait_for("document.querySelectorAll('#objects tbody tr').length > 0", timeout=60)
                 shown = page.evaluate(
                     "[...document.querySelectorAll('#objects tbody tr')].map(r => r.dataset.category)"
                 )
