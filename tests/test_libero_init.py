@@ -26,3 +26,23 @@ def test_sampled_init_states_are_seeded_by_the_trial_and_are_not_the_official_on
     finally:
         official.close()
         sampled.close()
+
+
+def test_a_sampled_trial_does_not_depend_on_the_resets_before_it():
+    # the microwave starts open: its door's init sampler is one LIBERO re-adds on every reload
+    cfg = {"name": "libero", "suite": "libero_10", "render": False, "init_states": "sampled"}
+    env = make_env(cfg, 9)
+    try:
+
+        def state(trial):
+            env.reset(options={"trial": trial})
+            sim = env.sim_env.sim  # the model is reloaded on reset: look the joint up each time
+            door = sim.data.qpos[sim.model.get_joint_qpos_addr("microwave_1_microjoint")]
+            return np.array([*env.scene_truth().object("white_yellow_mug_1").position, door])
+
+        first = state(3)
+        for k in (0, 1, 2):
+            state(k)
+        np.testing.assert_allclose(state(3), first, atol=1e-6)
+    finally:
+        env.close()

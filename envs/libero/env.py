@@ -173,6 +173,10 @@ class LiberoEnv(VLAEnv):
             raise ValueError(f"trial {trial} out of range: {self.task.name} has {self.task.num_trials} init states")
         env = self._ensure_sim()
         if self.init_states == "sampled":  # a fresh placement from the BDDL regions, a function of the trial
+            # LIBERO appends a joint sampler (a door's or a drawer's init) on every model reload and
+            # never drops the old ones; each draws from the stream first, so without this a sampled
+            # trial's placement would depend on how many resets the env had before it
+            getattr(env.env, "object_property_initializers", []).clear()
             env.seed(SAMPLED_SEED + trial)
             self._raw = env.reset()
             env.seed(self.env_seed)
