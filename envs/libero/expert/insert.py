@@ -2,7 +2,8 @@
 
 A top-down carry cannot go there: the roof is in the way of the hand. The object is carried to a
 staging point in front of the container's opening, lowered to just above the container's floor,
-slid in horizontally, let go, and the hand withdraws the way it came before it rises. The grasp
+slid in horizontally, let go, and the hand withdraws the way it came before it rises, then turns
+back to how it was before the grasp (a level hand leaves the wrist near its joint limits). The grasp
 is chosen to fit at the release pose too (rim grasps may roll about the finger axis so the hand
 leans out of the opening).
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .control import move
+from .control import move, rot_error, rotation_action
 from .grasp import clearance
 from .pick_place import PickPlace
 from .placement import Placement
@@ -23,6 +24,9 @@ COVER_HEADROOM = 0.12  # a roof closer than this above the object's top keeps th
 STAGE_GAP = 0.04  # m between the object and the opening at the staging point
 OPEN_RUN = 0.3  # m a horizontal ray from the target runs free through the opening
 WITHDRAW = 0.08  # m the hand backs out past the opening before it rises
+UNTURN_CAP = 0.3  # rotation action cap while turning back
+UNTURN_DONE = 0.15  # rad
+UNTURN_STEPS = 30
 UP = np.array([0.0, 0.0, 1.0])
 
 
@@ -65,6 +69,7 @@ class InsertPlace(PickPlace):
         # the opening's plane, as a coordinate along the way out
         self.s_open = float(self.placement.anchor_xy() @ self.u_out) + self.edge
         self._obstacles_there = None
+        self.R_home = None  # the hand's orientation when the skill first planned
 
     def describe(self) -> str:
         return f"insert({self.obj} {self.relation} {self.target})[{self.phase}]"
@@ -83,6 +88,8 @@ class InsertPlace(PickPlace):
     def _plan(self) -> None:
         """The grasp, then the release point inside the region where that grasp fits best (the
         hand clear of the container's walls), then the grasp again for that point."""
+        if self.R_home is None:
+            self.R_home = self.view.grip()[1].copy()
         super()._plan()
         self._choose_release_point()
         super()._plan()
@@ -169,6 +176,17 @@ class InsertPlace(PickPlace):
             if float((pos[:2] - self.placement.xy()) @ self.u_out) < self.edge + WITHDRAW - 0.02 and self.t_phase < 30:
                 return move(view, np.array([out[0], out[1], pos[2] + 0.003]), R, -1.0, cap=0.6, symmetric=False)
             if self.t_phase > 45 or pos[2] > self.hover_z + 0.04:
-                return self.finish()
+                self.start_phase("unturn")
+                return self.act()
             return move(view, np.array([pos[0], pos[1], self.hover_z + 0.06]), R, -1.0, cap=0.6, symmetric=False)
+        if ph == "unturn":
+            # turn the hand back to how it was before the grasp, in place: a level hand's wrist is
+            # near its joint limits, and the next skill's turn from there can lock the arm
+            if self.t_phase == 1:
+                self._hold = pos.copy()
+            if rot_error(R, self.R_home, symmetric=False) < UNTURN_DONE or self.t_phase > UNTURN_STEPS:
+                return self.finish()
+            a = move(view, self._hold, self.R_home, -1.0, cap=0.5, symmetric=False)
+            a[3:6] = rotation_action(R, self.R_home, cap=UNTURN_CAP)
+            return a
         return super().step()
