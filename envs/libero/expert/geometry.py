@@ -25,6 +25,12 @@ HAND_ABOVE = 0.024  # hand collision starts this far above the grip site
 APPROACH_BACK = 0.08  # the fingers come in along their approach axis from this far before the grasp
 MAX_GRASP_WIDTH = 0.070  # widest object taken across its body; wider ones are taken by the rim
 
+# the wrist and forearm behind a level hand (links 6 and 7 of the Panda; link 6's collision mesh is
+# centred 0.21 m behind the grip site), in the grip frame: what a handle grasp's arm runs into (a
+# mug standing behind the one it takes)
+FOREARM_LO = np.array([-0.05, -0.05, -0.27])
+FOREARM_HI = np.array([0.05, 0.05, -0.126])
+
 SIGNS = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=np.float64)
 DOWN = np.array([0.0, 0.0, -1.0])
 

@@ -4,7 +4,10 @@
   at their centre across their narrowest direction, fingers pointing down, the hand above the
   object's top (``body`` grasps);
 * wider ones (bowls, mugs) by the rim, one finger inside and one outside, tilted to lie flat on a
-  flared wall (pinched upright, a bowl slowly turns out of the gripper) (``rim`` grasps).
+  flared wall (pinched upright, a bowl slowly turns out of the gripper) (``rim`` grasps);
+* a mug that goes under a roof (into a microwave) also by its handle, the hand level or pitched
+  down from behind it, so the hand stays outside while the mug goes in (``handle`` grasps; their
+  forearm is checked too: a second mug often stands behind the handle).
 
 Candidates (side, tilt, depth, finger opening) are scored by the clearance of the gripper, modelled
 as boxes swept along its approach, against every collision geom nearby (separating-axis test), by
@@ -20,6 +23,8 @@ import numpy as np
 from .geometry import (
     APPROACH_BACK,
     FINGER_BELOW,
+    FOREARM_HI,
+    FOREARM_LO,
     HAND_ABOVE,
     MAX_GRASP_WIDTH,
     OPEN,
@@ -50,6 +55,10 @@ HANDLE_COST = 0.005  # handle grasps are for where a rim grasp does not fit
 HANDLE_WRIST = 0.13  # m from the grip site back to the wrist of a level hand
 HANDLE_WRIST_REACH = 0.58  # m from the base: farther, a level hand low over the table is near full stretch
 HANDLE_BACK = 0.05  # m the fingers come in from, level, before a handle (things stand behind it)
+# handle grasps: the approach pitched down by this much (rad), cost: the wrist and forearm then pass
+# above what stands behind the handle (a second mug), not into it
+HANDLE_PITCHES = ((0.0, 0.0), (0.35, 0.002), (0.6, 0.004))
+ARM_RADIUS = 0.4  # m around the handle: obstacles the forearm is checked against
 HANDLE_TURNS = np.deg2rad([0.0, 20.0, -20.0, 40.0, -40.0])  # handle grasps: approach turned from the radial
 COMFORT_REACH = 0.72  # m from the robot base (horizontal) beyond which grasp points are penalised
 
@@ -79,6 +88,18 @@ def clearance(obstacles: Obstacles, pos, R, opening: float = OPEN, sweep: float 
         corners = (c[:, None, :] + (SIGNS[None] * h[:, None, :]) @ R.T).reshape(-1, 3)
         clear = min(clear, float(((corners - p0) @ nrm).min()))
     return clear
+
+
+def forearm_clearance(obstacles: Obstacles, pos, R, lift: float = 0.1) -> float:
+    """Least gap between the forearm behind a handle grasp's hand at (``pos``, ``R``), swept
+    ``lift`` up from there (it comes down to it), and the obstacles' boxes."""
+    if not len(obstacles.c):
+        return np.inf
+    c = pos + R @ (0.5 * (FOREARM_LO + FOREARM_HI)) + np.array([0.0, 0.0, lift / 2])
+    corners = (SIGNS * (0.5 * (FOREARM_HI - FOREARM_LO))) @ R.T  # its world AABB, grown upwards
+    h = np.abs(corners).max(0) + np.array([0.0, 0.0, lift / 2])
+    gaps = box_separation(c, np.eye(3), h, obstacles.c, obstacles.R, obstacles.h)
+    return float(gaps.min())
 
 
 def clearance_score(clear: float) -> float:
@@ -202,22 +223,26 @@ class GraspPlanner:
         outer = float(np.max((bar[:, :2] - axis) @ u))
         grip = np.array([*(axis + (outer - 0.004) * u), centre[2]])
         best = None
-        for k, turn in enumerate(HANDLE_TURNS):  # straight at the body, or from a little aside
-            c, s_ = np.cos(turn), np.sin(turn)
-            v = np.array([c * u[0] - s_ * u[1], s_ * u[0] + c * u[1]])
-            approach = np.array([-v[0], -v[1], 0.0])
-            for flip in (1.0, -1.0):
-                R = frame_from_axes(flip * np.array([-v[1], v[0], 0.0]), approach)
-                g = Grasp(grip[:2].copy(), float(grip[2]), float(np.arctan2(v[1], v[0])), "handle", 0.0, 0.0, R=R)
-                g.back = HANDLE_BACK
-                # a level hand reaches less far than one pointing down: the wrist must be in reach too
-                wrist = grip[:2] - HANDLE_WRIST * approach[:2]
-                far = float(np.linalg.norm(wrist - self.view.base_xy)) - HANDLE_WRIST_REACH
-                reach = self._reach(grip[:2]) + 0.5 * max(0.0, far)
-                score = clearance_score(self._clearance(g)) - reach - 0.002 * k - HANDLE_COST
-                if best is None or score > best.score:
-                    g.score = float(score)
-                    best = g
+        # the arm behind a level hand reaches farther back than the hand's own obstacles go
+        arm_obstacles = view.obstacles(grip, skip_roots=(), radius=ARM_RADIUS)
+        for pitch, pitch_cost in HANDLE_PITCHES:  # level, or from above behind the handle
+            for k, turn in enumerate(HANDLE_TURNS):  # straight at the body, or from a little aside
+                c, s_ = np.cos(turn), np.sin(turn)
+                v = np.array([c * u[0] - s_ * u[1], s_ * u[0] + c * u[1]])
+                approach = np.array([-v[0] * np.cos(pitch), -v[1] * np.cos(pitch), -np.sin(pitch)])
+                for flip in (1.0, -1.0):
+                    R = frame_from_axes(flip * np.array([-v[1], v[0], 0.0]), approach)
+                    g = Grasp(grip[:2].copy(), float(grip[2]), float(np.arctan2(v[1], v[0])), "handle", 0.0, 0.0, R=R)
+                    g.back = HANDLE_BACK
+                    # a level hand reaches less far than one pointing down: the wrist must be in reach too
+                    wrist = grip[:2] - HANDLE_WRIST * approach[:2]
+                    far = float(np.linalg.norm(wrist - self.view.base_xy)) - HANDLE_WRIST_REACH
+                    reach = self._reach(grip[:2]) + 0.5 * max(0.0, far)
+                    clear = min(self._clearance(g), forearm_clearance(arm_obstacles, g.pregrasp(g.back), R))
+                    score = clearance_score(clear) - reach - 0.002 * k - HANDLE_COST - pitch_cost
+                    if best is None or score > best.score:
+                        g.score = float(score)
+                        best = g
         return best
 
     # ------------------------------------------------------------------ rim grasps
