@@ -24,7 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 def failures(run: Path, per_task: int | None, tasks: list[int] | None) -> list[dict]:
     """The failed episode rows of ``run`` (first ``per_task`` trials of each task), task by task."""
-    rows = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines() if line.strip()]
+    from vla.eval.store import read_episodes  # a killed run's torn last line is skipped
+
+    rows = read_episodes(run / "episodes.jsonl")
     picked: dict[int, list[dict]] = {}
     for r in sorted(rows, key=lambda r: (int(r["task_id"]), int(r["trial"]))):
         if r.get("success") or (tasks is not None and int(r["task_id"]) not in tasks):

@@ -15,10 +15,11 @@ from failure_videos import failures  # noqa: E402
 VENV_BIN = ROOT / ".venv" / "bin"
 
 
-def _write_run(path, rows):
+def _write_run(path, rows, tail=""):
     path.mkdir(parents=True)
     (path / "run.json").write_text(json.dumps({"env": {"name": "libero"}, "agent": {"name": "random"}}))
-    (path / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rows = [{"suite": "libero_goal", "task": "", "steps": 1, "seconds": 0.1, "error": None, **r} for r in rows]
+    (path / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + tail)
 
 
 def test_failures_are_picked_per_task_in_trial_order_and_successes_skipped(tmp_path):
@@ -26,7 +27,7 @@ def test_failures_are_picked_per_task_in_trial_order_and_successes_skipped(tmp_p
         {"task_id": t, "trial": k, "success": ok}
         for t, k, ok in [(1, 3, False), (0, 2, False), (0, 0, True), (1, 0, False), (0, 1, False), (1, 5, True)]
     ]
-    _write_run(tmp_path / "run", rows)
+    _write_run(tmp_path / "run", rows, tail='{"task_id": 2, "trial": 0, "succ')  # a killed run's torn last line
     picked = [(r["task_id"], r["trial"]) for r in failures(tmp_path / "run", None, None)]
     assert picked == [(0, 1), (0, 2), (1, 0), (1, 3)]
     assert [(r["task_id"], r["trial"]) for r in failures(tmp_path / "run", 1, None)] == [(0, 1), (1, 0)]

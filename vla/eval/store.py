@@ -16,6 +16,33 @@ from typing import Any, Iterator
 REQUIRED = ("suite", "task_id", "task", "trial", "success", "steps", "seconds", "error")
 
 
+def read_episodes(path: str | Path) -> list[dict[str, Any]]:
+    """The finished episodes of an ``episodes.jsonl``, read only (for tools that look at a run,
+    perhaps one still going): a torn or incomplete line is skipped, the file left as it is."""
+    return _parse(Path(path))[0]
+
+
+def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str], int]:
+    """(records, their lines, number of torn lines) of a file; a repeated key keeps its first."""
+    records, lines, torn, keys = [], [], 0, set()
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+                if not line.endswith("\n") or not all(k in rec for k in REQUIRED):
+                    raise ValueError
+            except ValueError:
+                torn += 1
+                continue
+            key = (int(rec["task_id"]), int(rec["trial"]))
+            if key in keys:
+                continue  # cannot happen with one writer; tolerate a hand-edited file
+            keys.add(key)
+            records.append(rec)
+            lines.append(line)
+    return records, lines, torn
+
+
 class EpisodeStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -27,22 +54,8 @@ class EpisodeStore:
     def _load(self) -> None:
         if not self.path.exists():
             return
-        good_lines, torn = [], 0
-        with open(self.path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    rec = json.loads(line)
-                    if not line.endswith("\n") or not all(k in rec for k in REQUIRED):
-                        raise ValueError
-                except ValueError:
-                    torn += 1
-                    continue
-                key = (int(rec["task_id"]), int(rec["trial"]))
-                if key in self._keys:
-                    continue  # cannot happen with one writer; tolerate a hand-edited file
-                self._keys.add(key)
-                self.records.append(rec)
-                good_lines.append(line)
+        self.records, good_lines, torn = _parse(self.path)
+        self._keys = {(int(r["task_id"]), int(r["trial"])) for r in self.records}
         if torn:
             tmp = self.path.with_suffix(".jsonl.tmp")
             with open(tmp, "w", encoding="utf-8") as f:
