@@ -25,8 +25,8 @@ STAGE_GAP = 0.04  # m between the object and the opening at the staging point
 OPEN_RUN = 0.3  # m a horizontal ray from the target runs free through the opening
 WITHDRAW = 0.08  # m the hand backs out past the opening before it rises
 UNTURN_CAP = 0.3  # rotation action cap while turning back
-UNTURN_DONE = 0.15  # rad
-UNTURN_STEPS = 30
+UNTURN_DONE = 0.15  # rad from that orientation: turned back
+UNTURN_STEPS = 30  # at most this many steps of turning back (then the next skill starts anyway)
 UP = np.array([0.0, 0.0, 1.0])
 
 
