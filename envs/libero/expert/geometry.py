@@ -22,14 +22,16 @@ FINGER_HALF_WIDTH = 0.013  # across the finger axis
 FINGER_BELOW = 0.013  # finger tips reach this far below the grip site
 HAND_HALF_LENGTH = 0.105  # hand collision along the finger axis
 HAND_ABOVE = 0.024  # hand collision starts this far above the grip site
+HAND_BACK = 0.126  # ... and ends this far behind it, along the approach axis (where the wrist begins)
 APPROACH_BACK = 0.08  # the fingers come in along their approach axis from this far before the grasp
 MAX_GRASP_WIDTH = 0.070  # widest object taken across its body; wider ones are taken by the rim
 
 # the wrist and forearm behind a level hand (links 6 and 7 of the Panda; link 6's collision mesh is
-# centred 0.21 m behind the grip site), in the grip frame: what a handle grasp's arm runs into (a
-# mug standing behind the one it takes)
+# centred 0.21 m behind the grip site), in the grip frame, centred on the approach axis (so the
+# same for either finger direction): what a handle grasp's arm runs into (a mug standing behind
+# the one it takes)
 FOREARM_LO = np.array([-0.05, -0.05, -0.27])
-FOREARM_HI = np.array([0.05, 0.05, -0.126])
+FOREARM_HI = np.array([0.05, 0.05, -HAND_BACK])
 
 SIGNS = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=np.float64)
 DOWN = np.array([0.0, 0.0, -1.0])
@@ -52,7 +54,7 @@ def gripper_parts(opening: float = OPEN):
     return (
         _part([lo_f, -FINGER_HALF_WIDTH, -0.049], [hi_f, FINGER_HALF_WIDTH, FINGER_BELOW]),
         _part([-hi_f, -FINGER_HALF_WIDTH, -0.049], [-lo_f, FINGER_HALF_WIDTH, FINGER_BELOW]),
-        _part([-HAND_HALF_LENGTH, -0.031, -0.126], [HAND_HALF_LENGTH, 0.039, -HAND_ABOVE]),  # hand
+        _part([-HAND_HALF_LENGTH, -0.031, -HAND_BACK], [HAND_HALF_LENGTH, 0.039, -HAND_ABOVE]),  # hand
     )
 
 

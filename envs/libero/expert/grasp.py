@@ -230,15 +230,18 @@ class GraspPlanner:
                 c, s_ = np.cos(turn), np.sin(turn)
                 v = np.array([c * u[0] - s_ * u[1], s_ * u[0] + c * u[1]])
                 approach = np.array([-v[0] * np.cos(pitch), -v[1] * np.cos(pitch), -np.sin(pitch)])
+                # a level hand reaches less far than one pointing down: the wrist must be in reach too
+                wrist = grip[:2] - HANDLE_WRIST * approach[:2]
+                far = float(np.linalg.norm(wrist - self.view.base_xy)) - HANDLE_WRIST_REACH
+                reach = self._reach(grip[:2]) + 0.5 * max(0.0, far)
+                # the forearm box is centred on the approach axis: the same for either finger direction
+                R = frame_from_axes(np.array([-v[1], v[0], 0.0]), approach)
+                arm = forearm_clearance(arm_obstacles, grip - HANDLE_BACK * approach, R)
                 for flip in (1.0, -1.0):
                     R = frame_from_axes(flip * np.array([-v[1], v[0], 0.0]), approach)
                     g = Grasp(grip[:2].copy(), float(grip[2]), float(np.arctan2(v[1], v[0])), "handle", 0.0, 0.0, R=R)
                     g.back = HANDLE_BACK
-                    # a level hand reaches less far than one pointing down: the wrist must be in reach too
-                    wrist = grip[:2] - HANDLE_WRIST * approach[:2]
-                    far = float(np.linalg.norm(wrist - self.view.base_xy)) - HANDLE_WRIST_REACH
-                    reach = self._reach(grip[:2]) + 0.5 * max(0.0, far)
-                    clear = min(self._clearance(g), forearm_clearance(arm_obstacles, g.pregrasp(g.back), R))
+                    clear = min(self._clearance(g), arm)
                     score = clearance_score(clear) - reach - 0.002 * k - HANDLE_COST - pitch_cost
                     if best is None or score > best.score:
                         g.score = float(score)

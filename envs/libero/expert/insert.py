@@ -71,6 +71,11 @@ class InsertPlace(PickPlace):
         self._obstacles_there = None
         self.R_home = None  # the hand's orientation when the skill first planned
 
+    def on_phase(self, phase: str) -> None:
+        super().on_phase(phase)
+        if phase == "unturn":
+            self._hold = self.view.grip()[0].copy()  # the hand turns back here, in place
+
     def describe(self) -> str:
         return f"insert({self.obj} {self.relation} {self.target})[{self.phase}]"
 
@@ -182,8 +187,6 @@ class InsertPlace(PickPlace):
         if ph == "unturn":
             # turn the hand back to how it was before the grasp, in place: a level hand's wrist is
             # near its joint limits, and the next skill's turn from there can lock the arm
-            if self.t_phase == 1:
-                self._hold = pos.copy()
             if rot_error(R, self.R_home, symmetric=False) < UNTURN_DONE or self.t_phase > UNTURN_STEPS:
                 return self.finish()
             a = move(view, self._hold, self.R_home, -1.0, cap=0.5, symmetric=False)
