@@ -180,7 +180,7 @@ def test_offline_answers_fuse_each_stream_once_into_the_cache_training_reads(tmp
     cache = tmp_path / "cache"
     agent = VLAAgent(checkpoint=str(ck), device="cpu", max_answer_tokens=4, memory_cache=str(cache))
     questions = load_questions(gst)
-    answers = [agent.answer(q) for q in questions]
+    answers = [agent.answer(q.for_agent()) for q in questions]  # what vla-gst eval hands it
     assert all(isinstance(a, str) for a in answers)
     streams = {json.dumps(q.media.get("clip_stream", q.media["stream"])) for q in questions}
     assert len(streams) < len(questions)  # the fixture's scene shares its video stream

@@ -9,7 +9,9 @@ what an agent is given. :func:`stream_memory_entries` replays it through
 Fusing a stream takes seconds; the questions of a scene share one stream, so
 :class:`StreamMemoryCache` keeps what it fused: in memory (the last ``lru`` streams) and, with a
 ``root``, on disk -- one ``.npz`` per (memory config, stream files), named by a hash of the config
-and each stream file's path, size and mtime, so a changed config or stream is never served stale.
+and of each stream file's content (what an agent's blind view of a question, :meth:`Question.for_agent`,
+names a file by: a question and its agent's view share the entry), so a changed config or stream is
+never served stale.
 Files are written atomically (a temporary file, then ``os.replace``) and read without pickle; a
 damaged file is derived data and is fused again. A training run's data-loader workers and
 ``vla-gst eval`` share one such directory.
@@ -27,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from envs.observation import Observation
-from vla.gst.question import Question
+from vla.gst.question import MediaRef, Question, content_token
 from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 
 from .layout import house_spec, implied_spec
@@ -88,17 +90,19 @@ class StreamMemoryCache:
     def key(self, q: Question, stream_key: str | None = None) -> str | None:
         """The cache key of the question's stream under this config; None for an in-memory stream."""
         stream_key = stream_key or stream_key_of(q)
-        paths = _files(q, stream_key)
-        if paths is None:
-            return None
-        files = []
-        for p in paths:
+        value = q.media[stream_key]
+        refs = value if isinstance(value, list) else [value]
+        if refs and all(isinstance(r, MediaRef) for r in refs):  # an agent's view of a question: no paths
+            content = [r.token for r in refs]
+        else:
+            paths = _files(q, stream_key)
+            if paths is None:
+                return None
             try:
-                st = p.stat()
+                content = [content_token(p) for p in paths]
             except OSError as exc:
-                raise ValueError(f"question {q.id}: stream file {p}: {exc}") from exc
-            files.append([str(p.resolve()), st.st_size, st.st_mtime_ns])
-        blob = json.dumps({"format": FORMAT, "config": self._config_json, "files": files}, sort_keys=True)
+                raise ValueError(f"question {q.id}: stream file: {exc}") from exc
+        blob = json.dumps({"format": FORMAT, "config": self._config_json, "content": content}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
     def path(self, key: str) -> Path | None:
