@@ -68,6 +68,20 @@ def action_statistics(sources: list[Any], masks: dict[str, list[bool]] | None = 
     return {k: ActionStats.from_actions(np.concatenate(v), (masks or {}).get(k)) for k, v in by_key.items()}
 
 
+def proprio_statistics(sources: list[Any]) -> dict[str, Any]:
+    """Per dataset key, statistics of the training episodes' state vectors (for ``inputs.proprio=token``);
+    sources without states (question sets) are left out."""
+    from vla.actions import ActionStats
+
+    by_key: dict[str, list[np.ndarray]] = {}
+    for s in sources:
+        states = getattr(s, "states", None)
+        x = states() if states is not None else None
+        if x is not None and len(x):
+            by_key.setdefault(s.key, []).append(np.asarray(x, dtype=np.float64))
+    return {k: ActionStats.from_actions(np.concatenate(v)) for k, v in by_key.items()}
+
+
 class StepBatches(torch.utils.data.Dataset):
     """Item ``k`` = this rank's micro-batches of step ``start + k``, encoded (see the module doc)."""
 

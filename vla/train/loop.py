@@ -31,7 +31,7 @@ from vla.policy.weights import WEIGHTS_FILE, canonical_keys, load_weights
 
 from .checkpoint import checkpoints, clean_partial, load_train_state, save
 from .config import DataConfig, TrainConfig
-from .data import StepBatches, action_statistics, build_sources, loader
+from .data import StepBatches, action_statistics, build_sources, loader, proprio_statistics
 from .distributed import Dist, setup, unwrap, wrap
 from .log import TrainLog, plot_curves
 from .optim import make_optimizer, make_scheduler
@@ -219,8 +219,13 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
         from vla.transforms.memory import MemoryInputsConfig
 
         pcfg = replace(pcfg, memory=_plain_cfg(MemoryInputsConfig.from_dict(memory)))
+    proprio = None
+    if pcfg.inputs.proprio == "token":
+        proprio = {k: v for k, v in proprio_statistics(train_src).items() if k in stats}
+        if not proprio:
+            raise ValueError("policy.inputs.proprio=token but no training source has state vectors")
     torch.manual_seed(tcfg.seed)
-    policy = build_policy(mcfg, pcfg, stats, dist.device)
+    policy = build_policy(mcfg, pcfg, stats, dist.device, proprio)
     start, state = 0, None
     done = checkpoints(ckpt_root)
     if done:  # resume: every weight before wrapping, then optimizer, scheduler and RNG
@@ -388,7 +393,7 @@ def _save(
             step,
             state,
             _policy_meta(policy),
-            lambda p: write_statistics(p, policy.stats),
+            lambda p: write_statistics(p, policy.stats, proprio=policy.proprio_for_stats_file()),
             train_state,
             cfg,
             tcfg.keep_last,
