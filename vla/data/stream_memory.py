@@ -6,6 +6,12 @@ what an agent is given. :func:`stream_memory_entries` replays it through
 :class:`~vla.transforms.memory.MemoryInputs` and returns ``MemoryInputs.entries()`` -- the
 ``memory/*`` inputs of a memory-reading policy after the whole stream.
 
+A question with a current view or a target gets more than the stream's state
+(:func:`question_entries`): the object table is measured from the current view, where the memory
+localises it (offline views come without a pose), and the object the question is about, as the
+memory resolves it (a category, or what the red boxes show), leads the table marked ``[target]`` --
+what the memory agent computes its answers from, in words, for a model to read.
+
 Fusing a stream takes seconds; the questions of a scene share one stream, so
 :class:`StreamMemoryCache` keeps what it fused: in memory (the last ``lru`` streams) and, with a
 ``root``, on disk -- one ``.npz`` per (memory config, stream files), named by a hash of the config
@@ -42,11 +48,8 @@ def stream_key_of(q: Question) -> str:
     return "clip_stream" if "clip_stream" in q.media else "stream"
 
 
-def stream_memory_entries(
-    q: Question, memory: MemoryInputsConfig | dict, stream_key: str | None = None
-) -> dict[str, Any]:
-    """The memory inputs (``MemoryInputs.entries()``) after fusing the question's sensor stream (its
-    clip's, for Traj) -- what an agent offline has of the video, in the memory's form."""
+def fused_stream(q: Question, memory: MemoryInputsConfig | dict, stream_key: str | None = None) -> MemoryInputs:
+    """A memory transform that has fused the question's sensor stream (its clip's, for Traj)."""
     cfg = memory if isinstance(memory, MemoryInputsConfig) else MemoryInputsConfig.from_dict(memory)
     stream_key = stream_key or stream_key_of(q)
     inputs = MemoryInputs(cfg, seed=0)
@@ -55,7 +58,32 @@ def stream_memory_entries(
     camera = cfg.camera or "ego"
     for f in q.get(stream_key):
         inputs.integrate(Observation(cameras={camera: f}, state=np.zeros(0), instruction="", step=f.step))
-    return inputs.entries()
+    return inputs
+
+
+def stream_memory_entries(
+    q: Question, memory: MemoryInputsConfig | dict, stream_key: str | None = None
+) -> dict[str, Any]:
+    """The memory inputs (``MemoryInputs.entries()``) after fusing the question's sensor stream (its
+    clip's, for Traj) -- what an agent offline has of the video, in the memory's form."""
+    return fused_stream(q, memory, stream_key).entries()
+
+
+def question_entries(q: Question, inputs: MemoryInputs) -> dict[str, Any]:
+    """The memory inputs for question ``q`` from a memory transform that holds its video (fused from the
+    stream offline, the agent's live one mid-episode): the object table measured from the question's
+    current view and led by its target (see the module doc); a question with neither gets the plain
+    entries. Traj questions read their clip's memory (:func:`fused_stream` with ``clip_stream``)."""
+    from vla.gst.answering import AnswererConfig, MemoryAnswerer
+
+    if stream_key_of(q) != "stream" or inputs.memory is None or inputs.memory.n_frames == 0:
+        return inputs.entries()
+    cfg = inputs.config
+    answerer = MemoryAnswerer(
+        AnswererConfig(tabletop=not inputs.mobile_base, perception=cfg.perception, overrides=cfg.memory_overrides)
+    )
+    view, target = answerer.view_and_target(q, inputs.memory)
+    return inputs.entries("", view, target)
 
 
 def _files(q: Question, stream_key: str) -> list[Path] | None:
@@ -78,11 +106,12 @@ class StreamMemoryCache:
         self.lru = int(lru)
         self._config_json = _config_json(self.config)  # the same key text as MemoryCache's
         self._memo: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._streams: OrderedDict[str, MemoryInputs] = OrderedDict()  # fused streams, for question entries
         self.fused = 0  # streams fused by this process (not served from memory or disk)
 
     def __getstate__(self) -> dict[str, Any]:  # data-loader workers start with an empty memo
         d = dict(self.__dict__)
-        d["_memo"] = OrderedDict()
+        d["_memo"], d["_streams"] = OrderedDict(), OrderedDict()
         return d
 
     def key(self, q: Question, stream_key: str | None = None) -> str | None:
@@ -111,12 +140,47 @@ class StreamMemoryCache:
         if key is None:
             self.fused += 1
             return stream_memory_entries(q, self.config, stream_key)
+
+        def compute() -> dict[str, Any]:
+            self.fused += 1
+            return stream_memory_entries(q, self.config, stream_key)
+
+        return self._cached(key, compute)
+
+    def question_entries(self, q: Question) -> dict[str, Any]:
+        """:func:`question_entries` of ``q``, kept per question (a scene's questions fuse its stream once)."""
+        skey = self.key(q)
+        if skey is None:
+            self.fused += 1
+            return question_entries(q, fused_stream(q, self.config))
+        view = q.media.get("current_sensors")
+        stat = None
+        if isinstance(view, (str, Path)):
+            p = Path(view) if Path(view).is_absolute() else Path(q.root or ".") / view
+            st = p.stat()
+            stat = [str(p.resolve()), st.st_size, st.st_mtime_ns]
+        blob = json.dumps({"stream": skey, "question": q.id, "subtask": q.subtask, "view": stat}, sort_keys=True)
+        key = "q" + hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+        def compute() -> dict[str, Any]:
+            inputs = self._streams.get(skey)
+            if inputs is None:
+                inputs = fused_stream(q, self.config)
+                self.fused += 1
+                self._streams[skey] = inputs
+                while len(self._streams) > 2:
+                    self._streams.popitem(last=False)
+            self._streams.move_to_end(skey)
+            return question_entries(q, inputs)
+
+        return self._cached(key, compute)
+
+    def _cached(self, key: str, compute) -> dict[str, Any]:
         hit = self._memo.get(key)
         if hit is None:
             hit = self._load(key)
             if hit is None:
-                hit = stream_memory_entries(q, self.config, stream_key)
-                self.fused += 1
+                hit = compute()
                 self._save(key, hit)
             self._memo[key] = hit
             while len(self._memo) > self.lru:
