@@ -5,7 +5,16 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .base import Agent, DrawsLiveMap, HasLiveMemory, PrivilegedAgent, Seedable, check_agent, is_privileged
+from .base import (
+    Agent,
+    DrawsLiveMap,
+    HasLiveMemory,
+    LabelsActions,
+    PrivilegedAgent,
+    Seedable,
+    check_agent,
+    is_privileged,
+)
 
 _AGENTS = {
     "random": "vla.agents.random:RandomAgent",
@@ -13,6 +22,7 @@ _AGENTS = {
     "memory": "vla.agents.memory:MemoryAgent",
     "remote": "vla.agents.remote:RemoteAgent",
     "vla": "vla.agents.vla:VLAAgent",
+    "dagger": "vla.agents.dagger:DAggerAgent",
 }
 
 
@@ -49,6 +59,7 @@ __all__ = [
     "Seedable",
     "DrawsLiveMap",
     "HasLiveMemory",
+    "LabelsActions",
     "check_agent",
     "is_privileged",
     "make_agent",

@@ -14,7 +14,8 @@ else: a non-privileged agent never receives the env (the loop checks, see
 Optional capabilities are declared protocols, checked with ``isinstance`` (never ``hasattr``):
 :class:`Seedable` (per-episode seeds from the evaluator), :class:`DrawsLiveMap` (a picture of the
 agent's map for videos), :class:`HasLiveMemory` (a live :class:`~spatial_memory.SpatialMemory`
-that servers and viewers may query).
+that servers and viewers may query), :class:`LabelsActions` (a teacher's action for the step, which
+a demonstration recorder stores instead of the executed one: DAgger).
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ class Seedable(Protocol):
 @runtime_checkable
 class DrawsLiveMap(Protocol):
     def live_map(self) -> np.ndarray | None: ...
+
+
+@runtime_checkable
+class LabelsActions(Protocol):
+    """``label()``: the action a teacher would have taken on the last observation given to ``act``
+    (None: no label). A demonstration recorder stores it as the demonstration's action, whatever
+    was executed: DAgger's data, the teacher's actions on the states the learner visits."""
+
+    def label(self) -> np.ndarray | None: ...
 
 
 @runtime_checkable

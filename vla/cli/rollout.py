@@ -30,7 +30,7 @@ def spec_from_config(cfg: dict):
     from vla.eval.evaluate import EvalSpec
 
     ev = dict(cfg["eval"])
-    left_out = {"env", "agent", "out", "record", "merge_record", "extra", "perception", "rerun", "ray"}
+    left_out = {"env", "agent", "out", "record", "record_keep", "merge_record", "extra", "perception", "rerun", "ray"}
     known = set(EvalSpec.__dataclass_fields__) - left_out
     unknown = sorted(set(ev) - known)
     if unknown:
@@ -60,6 +60,7 @@ def spec_from_config(cfg: dict):
         agent=cfg["agent"],
         out=cfg["out"],
         record=cfg.get("record"),
+        record_keep=cfg.get("record_keep") or "success",
         extra=extra,
         perception=None if profile.exact else profile.to_dict(),
         rerun=rerun,

@@ -47,6 +47,7 @@ class EvalSpec:
     seed: int = 7
     episode_timeout_s: float = 3600.0
     record: str | None = None
+    record_keep: str = "success"  # success: successful episodes only | all (DAgger: every episode's states)
     merge_record: bool = True  # assemble record/<task>_demo.hdf5 at the end (vla-data merges itself)
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. the gst questioner's config
     perception: dict[str, Any] | None = None  # the profile applied to what the agent receives (None: exact)
@@ -56,6 +57,8 @@ class EvalSpec:
     ray: dict[str, Any] | None = None  # RayOptions (vla/eval/backends/options.py) for backend=ray; not the identity
 
     def __post_init__(self) -> None:
+        if self.record_keep not in ("success", "all"):
+            raise ValueError(f"record_keep must be success or all, got {self.record_keep!r}")
         if self.backend not in BACKENDS:
             raise ValueError(f"eval.backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.shard is not None:
@@ -80,7 +83,7 @@ def build_subscribers(spec: EvalSpec) -> list[Subscriber]:
     if spec.videos != "none":
         subs.append(VideoWriter(Path(spec.out) / "videos", spec.videos, spec.video_fps))
     if spec.record:
-        subs.append(DemoRecorder(spec.record))
+        subs.append(DemoRecorder(spec.record, spec.record_keep))
     if spec.rerun and spec.rerun.get("enabled"):
         from ..rollout.rerun_view import RerunView
 
