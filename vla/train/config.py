@@ -88,6 +88,9 @@ class TrainConfig:
     export: bool = True  # write out/policy (save_pretrained) at the end
     plot: bool = True  # out/train_curves.png
     threads: int = 0  # torch CPU threads (0 = torch's default)
+    init_from: str | None = None  # start from these weights (a checkpoint or exported policy directory):
+    #                               every tensor whose name and shape match; a fresh optimizer (DAgger rounds,
+    #                               a VLA from a spatially tuned backbone). Ignored when the run resumes.
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))

@@ -233,6 +233,10 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
         load_weights(policy, path / WEIGHTS_FILE)
         state = load_train_state(path)
         start = int(state["step"])
+    elif tcfg.init_from:
+        report = init_weights(policy, Path(tcfg.init_from))
+        if dist.main:
+            (out / "init_from.json").write_text(json.dumps(report, indent=2))
     keep_keys = canonical_keys(policy)  # one name per shared tensor, taken before FSDP re-creates the parameters
     model = wrap(policy, dist)
     opt = make_optimizer(policy, tcfg)
@@ -325,6 +329,34 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
         validate(model, policy, val_mix, tcfg, dist, micro)
     dist.barrier()
     return summary
+
+
+def init_weights(policy, path: Path) -> dict[str, Any]:
+    """Copy into ``policy`` every tensor of the policy at ``path`` (a training checkpoint or an exported
+    policy directory) whose name and shape match; returns what was loaded and what was left as built."""
+    from vla.policy import load_policy
+
+    if (path / WEIGHTS_FILE).is_file():
+        from safetensors.torch import load_file
+
+        theirs = load_file(str(path / WEIGHTS_FILE))
+    else:
+        try:
+            theirs = load_policy(path).state_dict()  # an exported directory
+        except ValueError as exc:
+            raise ValueError(f"train.init_from={path}: {exc}") from None
+    own = policy.state_dict()
+    same = {k: v for k, v in theirs.items() if k in own and tuple(v.shape) == tuple(own[k].shape)}
+    if not same:
+        raise ValueError(f"train.init_from={path}: no tensor of that policy fits this one (another architecture?)")
+    policy.load_state_dict(same, strict=False)
+    shared = set(canonical_keys(policy))
+    return {
+        "from": str(path),
+        "loaded": len([k for k in same if k in shared]),
+        "kept_as_built": sorted(k for k in shared if k not in same),
+        "not_used": sorted(k for k in theirs if k not in same),
+    }
 
 
 def _plain_cfg(dc) -> dict[str, Any]:
