@@ -41,6 +41,7 @@ class EvalSpec:
     out: str
     tasks: list[int] | None = None
     trials_per_task: int = 50
+    first_trial: int = 0  # trials first_trial .. first_trial + trials_per_task - 1 (e.g. held-out sampled states)
     workers: int = 1
     videos: str = "none"
     video_fps: int = 20
@@ -69,6 +70,8 @@ class EvalSpec:
             raise ValueError(f"eval.workers must be >= 0, got {self.workers}")
         if int(self.trials_per_task) < 1:
             raise ValueError(f"eval.trials_per_task must be >= 1, got {self.trials_per_task}")
+        if int(self.first_trial) < 0:
+            raise ValueError(f"eval.first_trial must be >= 0, got {self.first_trial}")
         if self.episode_timeout_s is not None and float(self.episode_timeout_s) <= 0:
             raise ValueError(f"eval.episode_timeout_s must be > 0, got {self.episode_timeout_s}")
 
@@ -188,13 +191,15 @@ def plan(spec: EvalSpec) -> tuple[dict[int, str], list[tuple[int, int, str]]]:
         raise ValueError(f"unknown task id(s) {bad} for {suite_name(spec.env)}; valid ids: 0..{len(infos) - 1}")
     if len(set(ids)) != len(ids):
         raise ValueError(f"eval.tasks lists a task twice: {ids}")
+    first = int(spec.first_trial)
     for t in ids:
-        if spec.trials_per_task > infos[t].num_trials:
+        if first + spec.trials_per_task > infos[t].num_trials:
             raise ValueError(
-                f"eval.trials_per_task={spec.trials_per_task} but task {t} ({infos[t].name}) "
-                f"has only {infos[t].num_trials} initial states"
+                f"eval.trials_per_task={spec.trials_per_task}"
+                + (f" from eval.first_trial={first}" if first else "")
+                + f" but task {t} ({infos[t].name}) has only {infos[t].num_trials} initial states"
             )
-    episodes = [(t, k, infos[t].name) for t in ids for k in range(int(spec.trials_per_task))]
+    episodes = [(t, k, infos[t].name) for t in ids for k in range(first, first + int(spec.trials_per_task))]
     return {t: infos[t].name for t in ids}, episodes
 
 
