@@ -204,7 +204,7 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
     dist.barrier()
     memory = None
     if pcfg.inputs.uses_memory:  # memory inputs: the data config's, or what the policy's inputs imply
-        memory = dcfg.memory or _memory_inputs_for(pcfg)
+        memory = dcfg.memory or _memory_inputs_for(pcfg, mcfg)
     train_src, val_src, weights, masks = build_sources(dcfg, pcfg.chunk, memory, out / "memory_cache", tcfg.seed)
     stats = action_statistics(train_src, masks)
     if not stats:
@@ -365,14 +365,16 @@ def _plain_cfg(dc) -> dict[str, Any]:
     return json.loads(json.dumps(asdict(dc), default=list))
 
 
-def _memory_inputs_for(pcfg) -> dict[str, Any]:
-    """Memory-input config implied by the policy's inputs (map image of the policy's size, text table)."""
+def _memory_inputs_for(pcfg, mcfg) -> dict[str, Any]:
+    """Memory-input config implied by the policy's inputs (a map image of the size the model sees --
+    ``inputs.image_size``, or the model's when that is 0 -- and the text table)."""
     inputs = []
     if pcfg.inputs.memory_map:
         inputs.append("topdown")
     if pcfg.inputs.memory_text:
         inputs += ["objects", "text"]
-    return {"inputs": inputs, "map_size": [pcfg.inputs.image_size, pcfg.inputs.image_size]}
+    size = int(pcfg.inputs.image_size) or int(mcfg.image_size)
+    return {"inputs": inputs, "map_size": [size, size]}
 
 
 @torch.no_grad()
