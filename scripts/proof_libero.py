@@ -53,8 +53,8 @@ def libero(a) -> dict:
         "policy=libero",
         *RECIPES[a.recipe],
         "data=libero",
-        f"data.paths=[{R / 'demos'}]",
-        "data.val_fraction=0.1",  # episodes held out for the val loss (by id hash: 6 of the 56 recorded)
+        f"data.paths=[{','.join(str(p) for p in sorted((R / 'demos').glob('*_demo.hdf5')))}]",  # the merged files
+        "data.val_fraction=0.1",  # episodes held out for the val loss (by id hash: 6 of the 56 recorded, 50 train)
         *budget(a, batch=16, val_every=max(1, a.steps // 10)),
     ]
     if a.stage in ("all", "train"):
