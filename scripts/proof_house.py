@@ -45,6 +45,7 @@ def house(a) -> dict:
         f"policy.chunk={a.house_chunk}",
         "policy.decoding=parallel",
         "data=house_nav",
+        "data.cameras=[ego]",  # as the first runs had it (the default follows the policy's cameras)
         "data.action_mask=[true,true,true,false]",
     ]
     if a.stage in ("all", "train"):

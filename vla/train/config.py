@@ -34,7 +34,7 @@ class DataConfig:
     kind: str = "demos"
     paths: list[str] = field(default_factory=list)
     key: str = ""  # dataset key (statistics key); "" = the kind's default (demos: the env family)
-    cameras: list[str] = field(default_factory=lambda: ["agentview"])  # cameras read from the files
+    cameras: list[str] | None = None  # cameras read from the files (None: the ones the policy reads)
     val_fraction: float = 0.1  # episodes held out for validation (by episode, never by step)
     action_mask: list[bool] | None = None  # per action dim: normalise it (True) or pass it through (LIBERO's gripper)
     memory: dict[str, Any] | None = None

@@ -205,7 +205,9 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
     memory = None
     if pcfg.inputs.uses_memory:  # memory inputs: the data config's, or what the policy's inputs imply
         memory = dcfg.memory or _memory_inputs_for(pcfg, mcfg)
-    train_src, val_src, weights, masks = build_sources(dcfg, pcfg.chunk, memory, out / "memory_cache", tcfg.seed)
+    train_src, val_src, weights, masks = build_sources(
+        dcfg, pcfg.chunk, memory, out / "memory_cache", tcfg.seed, tuple(pcfg.inputs.cameras)
+    )
     stats = action_statistics(train_src, masks)
     if not stats:
         from vla.actions import ActionStats
