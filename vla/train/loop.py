@@ -88,7 +88,10 @@ def _step_loss(model, policy, step_item: dict[str, Any], dist: Dist, precision: 
     """Forward (and backward when ``train``) over this rank's micro-batches of one step."""
     batches = step_item["batches"]
     local = sum(len(b["action_pos"]) + len(b["text_pos"]) for b in batches)
-    total = float(dist.all_reduce_sum(torch.tensor(float(local))).item())
+    counts = torch.zeros(dist.world, 2, dtype=torch.float64)  # per rank: samples, target tokens
+    counts[dist.rank] = torch.tensor([float(step_item["n"]), float(local)], dtype=torch.float64)
+    counts = dist.all_reduce_sum(counts)
+    total = float(counts[:, 1].sum().item())
     if total == 0:
         raise ValueError(f"step {step_item['step']}: the batch has no target tokens (empty actions and answers)")
     sums = torch.zeros(
@@ -123,6 +126,8 @@ def _step_loss(model, policy, step_item: dict[str, Any], dist: Dist, precision: 
         "action_acc": float(sums[1] / a_n) if a_n else None,
         "text_acc": float(sums[4] / t_n) if t_n else None,
         "tokens": int(a_n + t_n),
+        "rank_samples": [int(n) for n in counts[:, 0].tolist()],
+        "rank_target_tokens": [int(n) for n in counts[:, 1].tolist()],
     }
     if not train:
         l1 = dist.all_reduce_sum(torch.tensor([l1_sum, float(l1_n)], dtype=torch.float64))
@@ -273,7 +278,7 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
             raise FloatingPointError(f"step {step}: gradient norm is {float(gnorm)}; lower train.lr")
         opt.step()
         sched.step()
-        n_log, tok_log = n_log + item["n"] * dist.world, tok_log + row["tokens"]
+        n_log, tok_log = n_log + sum(row["rank_samples"]), tok_log + row["tokens"]
         if dist.main and ((step + 1) % tcfg.log_every == 0 or step + 1 == tcfg.steps):
             dt = max(time.perf_counter() - t_log, 1e-9)
             last = {
