@@ -112,6 +112,11 @@ def test_tiny_model_overfits_recorded_demonstrations(demos, tmp_path):
 
 
 def test_kill9_mid_training_then_resume_gives_the_same_losses(demos, tmp_path):
+    """A run killed with SIGKILL after its step-8 checkpoint, then the same command again: the second
+    process resumes from the newest complete checkpoint (it says which), the log rows up to it are the
+    killed process's own lines (timing fields included, so they were not recomputed), the rows after it
+    are the second process's, every step appears exactly once, and the losses equal an uninterrupted
+    run's bit for bit (one CPU process)."""
     args = [
         f"data.paths=[{demos}]",
         "data.val_fraction=0.25",
@@ -139,15 +144,25 @@ def test_kill9_mid_training_then_resume_gives_the_same_losses(demos, tmp_path):
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)  # somewhere after the step-8 checkpoint: mid-step, or mid-save of the next
     proc.wait()
-    first = _log(out)
-    assert 8 <= first[-1]["step"] < 12
-    _train([*args, f"out={out}"])  # the same command again
-    resumed = {r["step"]: r for r in _log(out)}
-    reference = {r["step"]: r for r in _log(ref)}
-    assert sorted(resumed) == sorted(reference) == list(range(1, 13))  # every step once, none lost or repeated
+    from vla.train.checkpoint import checkpoints
+
+    resume = checkpoints(out / "checkpoints")[-1][0]  # the newest complete checkpoint at the kill
+    killed_lines = (out / "train_log.jsonl").read_text().splitlines()
+    killed = [json.loads(line) for line in killed_lines]
+    assert resume == 8 and 8 <= killed[-1]["step"] < 12
+    r = _train([*args, f"out={out}"])  # the same command again
+    assert f"resuming from {out / 'checkpoints' / f'step_{resume}'} (step {resume} of 12)" in r.stderr
+    lines = (out / "train_log.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert [row["step"] for row in rows] == list(range(1, 13))  # every step once, none lost or repeated
+    assert lines[:resume] == killed_lines[:resume]  # the killed process's rows, untouched
+    redone = {row["step"]: row for row in killed if row["step"] > resume}
+    for row in rows[resume:]:  # written by the second process: no row of the killed one survives
+        assert row["step"] not in redone or row["samples_per_s"] != redone[row["step"]]["samples_per_s"]
+    reference = _log(ref)
     for step in range(1, 13):
-        assert resumed[step]["loss"] == reference[step]["loss"], step  # bit for bit on one CPU process
-        assert resumed[step]["grad_norm"] == reference[step]["grad_norm"], step
+        assert rows[step - 1]["loss"] == reference[step - 1]["loss"], step  # bit for bit on one CPU process
+        assert rows[step - 1]["grad_norm"] == reference[step - 1]["grad_norm"], step
     # the run directory is refused to a different configuration
     r = _train([*args, "train.lr=5e-4", f"out={out}"], check=False)
     assert r.returncode == 2 and "another configuration" in r.stderr

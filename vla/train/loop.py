@@ -233,6 +233,8 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
         load_weights(policy, path / WEIGHTS_FILE)
         state = load_train_state(path)
         start = int(state["step"])
+        if dist.main:
+            print(f"vla-train: resuming from {path} (step {start} of {tcfg.steps})", file=sys.stderr, flush=True)
     keep_keys = canonical_keys(policy)  # one name per shared tensor, taken before FSDP re-creates the parameters
     model = wrap(policy, dist)
     opt = make_optimizer(policy, tcfg)
