@@ -146,9 +146,12 @@ def test_torn_last_line_is_dropped_on_resume(tmp_path):
 
 
 def test_agent_and_simulator_failures_fail_only_their_episode(tmp_path):
+    """A worker that dies (a simulator segfault) is replaced and its episode run once more; dying on it
+    twice is an infrastructure error: not a result, not in the success rate, listed in the summary."""
+    marker = tmp_path / "crashed-once"
     spec = EvalSpec(
         env=FAST_ENV,
-        agent={"name": "tests.agents_for_tests:CrashOnTrialAgent"},
+        agent={"name": "tests.agents_for_tests:CrashingAgent", "marker": str(marker), "always": 1, "once": 2},
         out=str(tmp_path / "crash"),
         tasks=[0],
         trials_per_task=3,
@@ -156,9 +159,13 @@ def test_agent_and_simulator_failures_fail_only_their_episode(tmp_path):
     )
     summary = evaluate(spec, progress=False)
     recs = {e["trial"]: e for e in lines(tmp_path / "crash" / "episodes.jsonl")}
-    assert recs[1]["error"] == "worker process died (killed by SIGSEGV)"
+    assert sorted(recs) == [0, 2] and marker.exists()  # trial 2's first worker died, its retry finished
     assert recs[0]["error"] is None and recs[2]["error"] is None and recs[2]["steps"] == 12
-    assert summary["errors"] == 1 and summary["episodes"] == 3
+    (lost,) = lines(tmp_path / "crash" / "infra_errors.jsonl")
+    assert (lost["trial"], lost["infra"]) == (1, "worker_lost")
+    assert lost["error"] == "worker process died (killed by SIGSEGV) (2 attempts)"
+    assert summary["errors"] == 0 and summary["episodes"] == 2 and summary["success_rate"] == 0.0
+    assert summary["infra_errors"] == 1 and summary["complete"] is False
 
     spec = EvalSpec(
         env=FAST_ENV,
@@ -183,6 +190,27 @@ def test_agent_and_simulator_failures_fail_only_their_episode(tmp_path):
     evaluate(spec, progress=False)
     (rec,) = lines(tmp_path / "shape" / "episodes.jsonl")
     assert "shape (7,)" in rec["error"] and rec["steps"] == 0
+
+
+def test_an_env_that_cannot_be_built_is_not_a_result_and_the_same_run_retries_it(tmp_path):
+    from envs.registry import register
+    from tests import agents_for_tests
+
+    register("libero_unbuildable", "tests.agents_for_tests:UnbuildableTaskFamily")
+    agents_for_tests.UNBUILDABLE.add(1)
+    env = {**FAST_ENV, "name": "libero_unbuildable"}
+    spec = EvalSpec(env=env, agent={"name": "random"}, out=str(tmp_path / "r"), tasks=[0, 1], trials_per_task=1)
+    summary = evaluate(spec, progress=False)
+    assert [(r["task_id"], r["error"]) for r in lines(tmp_path / "r" / "episodes.jsonl")] == [(0, None)]
+    (rec,) = lines(tmp_path / "r" / "infra_errors.jsonl")
+    assert rec["task_id"] == 1 and rec["infra"] == "env_construction" and "cannot build task 1" in rec["error"]
+    assert summary["episodes"] == 1 and summary["errors"] == 0 and summary["infra_errors"] == 1
+    assert summary["not_counted"][0]["task_id"] == 1 and summary["complete"] is False
+
+    agents_for_tests.UNBUILDABLE.clear()  # the env can be built again: the same run runs the episode
+    summary = evaluate(spec, progress=False)
+    assert [(r["task_id"], r["error"]) for r in lines(tmp_path / "r" / "episodes.jsonl")] == [(0, None), (1, None)]
+    assert summary["episodes"] == 2 and summary["infra_errors"] == 0 and summary["complete"] is True
 
 
 def test_episode_timeout_replaces_the_worker(tmp_path):

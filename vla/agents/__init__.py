@@ -5,7 +5,18 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .base import Agent, DrawsLiveMap, HasLiveMemory, PrivilegedAgent, Seedable, check_agent, is_privileged
+from .base import (
+    Agent,
+    AgentSessionLost,
+    AgentUnavailable,
+    DrawsLiveMap,
+    HasLiveMemory,
+    InfrastructureError,
+    PrivilegedAgent,
+    Seedable,
+    check_agent,
+    is_privileged,
+)
 
 _AGENTS = {
     "random": "vla.agents.random:RandomAgent",
@@ -45,6 +56,9 @@ def make_agent(cfg: dict[str, Any], seed: int = 0) -> Agent:
 
 __all__ = [
     "Agent",
+    "AgentSessionLost",
+    "AgentUnavailable",
+    "InfrastructureError",
     "PrivilegedAgent",
     "Seedable",
     "DrawsLiveMap",

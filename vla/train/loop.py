@@ -202,11 +202,6 @@ def _check_identity(out: Path, cfg: dict[str, Any], dist: Dist) -> None:
 
 def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, build_policy) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
-    _check_identity(out, cfg, dist)
-    ckpt_root = out / "checkpoints"
-    if dist.main:
-        clean_partial(ckpt_root)
-    dist.barrier()
     memory = None
     if pcfg.inputs.uses_memory:  # memory inputs: the data config's, or what the policy's inputs imply
         memory = dcfg.memory or _memory_inputs_for(pcfg)
@@ -216,8 +211,18 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
         from vla.actions import ActionStats
 
         stats = {
-            "none": ActionStats.from_actions(np.zeros((2, pcfg.action_dim)))
+            "none": ActionStats.from_actions(np.zeros((2, pcfg.action_dim or 1)))
         }  # QA-only training: no actions to learn
+    if not pcfg.action_dim:  # policy.action_dim=0: the data's (the run's identity holds the number)
+        from vla.policy import resolve_action_dim
+
+        pcfg = resolve_action_dim(pcfg, stats)
+        cfg = {**cfg, "policy": {**cfg["policy"], "action_dim": pcfg.action_dim}}
+    _check_identity(out, cfg, dist)
+    ckpt_root = out / "checkpoints"
+    if dist.main:
+        clean_partial(ckpt_root)
+    dist.barrier()
     if memory is not None:  # inference rebuilds the very memory inputs the policy learned from
         from dataclasses import replace
 
