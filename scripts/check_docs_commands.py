@@ -3,7 +3,7 @@
     .venv/bin/python scripts/check_docs_commands.py --list        # each command: run, or skip and why
     .venv/bin/python scripts/check_docs_commands.py --compose     # compose every vla-* command's config (seconds)
     nice -n 10 .venv/bin/python scripts/check_docs_commands.py --run   # run them at tiny size (slow; make check-docs)
-    ... --run --only README.md --only docs/POLICY.md              # some files
+    ... --run --only README.md --only docs/POLICY.md:13           # some files, or one block (a line of it)
 
 **What a command is.** Every line of a fenced block labelled ``bash`` / ``sh`` (or unlabelled) whose
 first word, after ``NAME=value`` prefixes and ``.venv/bin/``, is a program (``vla-*``, ``python``,
@@ -33,7 +33,9 @@ templates (``...``, ``DIR``, ``FILE``), ``make test`` (the suite itself).
 
 ``--compose`` (run by tests/test_docs_commands.py in the fast tier) composes the config of every
 runnable ``vla-rollout`` / ``vla-train`` / ``vla-gst`` / ``vla-serve`` command with the project's
-own compose, so a renamed or removed option fails CI in seconds; ``--run`` runs them for real. On
+own compose, and checks that whatever a command reads (``questions=``, ``agent.checkpoint=``,
+``data.paths=``, ``predictions=``, ...) an earlier command of its file writes, so a renamed or
+removed option or a dangling path fails CI in seconds; ``--run`` runs them for real. On
 the shared 2-core machine here ``--run`` took the time printed at its end (docs/BENCHMARKS.md).
 """
 
@@ -360,8 +362,32 @@ def list_commands(blocks: list[Block]) -> int:
     return 0
 
 
+READS = re.compile(
+    r"(?:questions=|agent\.checkpoint=|data\.paths=\[|predictions=|answers=|src=|policy_path=|failure_videos\.py )"
+    r"([^\s\],$]+)"
+)
+
+
+def unwritten_reads(blocks: list[Block]) -> list[tuple[Command, str]]:
+    """(command, error) for every runnable command that reads a run directory or file (questions=,
+    agent.checkpoint=, data.paths=, predictions=, ...) that no earlier command of its file writes:
+    as written, it cannot run."""
+    failures, written = [], {}
+    for b in blocks:
+        w = written.setdefault(b.file, [])
+        for c, reason in decisions(b):
+            if reason or _is_shell(c.text):
+                continue
+            for r in READS.findall(c.text):
+                if not any(r == x or r.startswith(x.rstrip("/") + "/") for x in w):
+                    failures.append((c, f"reads {r}, which no earlier command of {b.file} writes"))
+            w += outputs(c.text)
+    return failures
+
+
 def compose_all(blocks: list[Block]) -> list[tuple[Command, str]]:
-    """(command, error) for every runnable vla-* command whose config does not compose."""
+    """(command, error) for every runnable vla-* command whose config does not compose, and every
+    command that reads what no earlier command writes (:func:`unwritten_reads`)."""
     from vla.config import compose
 
     primary = {"vla-rollout": "rollout", "vla-train": "train", "vla-gst": "gst", "vla-serve": "serve"}
@@ -388,7 +414,7 @@ def compose_all(blocks: list[Block]) -> list[tuple[Command, str]]:
                 compose(primary[p], [w for w in words if "=" in w and not w.startswith("-")])
             except ValueError as exc:
                 failures.append((c, str(exc)))
-    return failures
+    return failures + unwritten_reads(blocks)
 
 
 def run_all(blocks: list[Block], base: Path) -> list[tuple[Block, str]]:
@@ -421,10 +447,14 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--list", action="store_true")
     mode.add_argument("--compose", action="store_true")
     mode.add_argument("--run", action="store_true")
-    ap.add_argument("--only", action="append", help="only these files (README.md, docs/X.md)")
+    ap.add_argument("--only", action="append", help="only these files (README.md, docs/X.md), or FILE:LINE: one block")
     ap.add_argument("--scratch", type=Path, help="where the scratch directories go (default: a new temp dir)")
     args = ap.parse_args(argv)
-    blocks = extract(args.only or DOCS)
+    only = args.only or DOCS
+    blocks = extract(sorted({o.split(":")[0] for o in only}))
+    lines = {o for o in only if ":" in o}
+    if lines:  # FILE:LINE picks the block that holds that line
+        blocks = [b for b in blocks if any(f"{c.file}:{c.line}" in lines for c in b.commands)]
     if args.list:
         return list_commands(blocks)
     if args.compose:
