@@ -188,6 +188,7 @@ def _nav(s: dict) -> dict:
         "success": s["success_rate"],
         "spl": s.get("spl"),
         "reached": s.get("reached"),
+        "path_m": s.get("path_m"),  # mean path walked per episode (the env's per-episode metric)
         "errors": s["errors"],
     }
 
@@ -195,13 +196,14 @@ def _nav(s: dict) -> dict:
 def house_table(res: dict) -> str:
     rows = [
         "| agent | episodes | success (stop within 1 m, target in view) | SPL | reached (passing by counts) "
-        "| checkpoint |",
-        "|---|---|---|---|---|---|",
+        "| mean path (m) | checkpoint |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, r in res.get("test", {}).items():
+        path = f"{r['path_m']:.2f}" if r.get("path_m") is not None else "-"
         rows.append(
             f"| {name} | {r['episodes']} | {100 * (r['success'] or 0):.1f} % | {r['spl'] or 0:.3f} | "
-            f"{100 * (r['reached'] or 0):.1f} % | {r.get('checkpoint', '-')} |"
+            f"{100 * (r['reached'] or 0):.1f} % | {path} | {r.get('checkpoint', '-')} |"
         )
     return "\n".join(rows)
 

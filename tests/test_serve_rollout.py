@@ -225,7 +225,8 @@ def test_a_policy_server_killed_mid_run_stops_the_run_and_the_same_command_retri
     agent = {"name": "tests.agents_for_tests:HangOnTrialAgent", "marker": str(marker), "trial": 1}
     out = tmp_path / "run"
     with served_process(agent) as (url, server):
-        args = ["env.num_trials=3", "env.max_steps=15", "eval.workers=1", "agent=remote", f"agent.url={url}"]
+        args = ["env.num_trials=3", "eval.trials_per_task=3", "env.max_steps=15", "eval.workers=1", "agent=remote"]
+        args += [f"agent.url={url}"]
         args += ["agent.reconnect_timeout_s=1", f"out={out}"]
         proc = rollout(*args, background=True)
         try:

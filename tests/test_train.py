@@ -244,13 +244,13 @@ def test_fsdp_constructs_steps_and_checkpoints_on_cpu(demos, tmp_path):
 
 
 def test_training_with_memory_inputs_caches_the_maps_and_exports_a_memory_policy(demos, tmp_path):
-    """policy=house_memory with data.memory: the memory inputs are built once per episode into the
-    cache (one file per recorded episode), training steps, and the export reads the memory."""
+    """policy=house_memory as the docs train it (no data.memory: the memory inputs the policy implies,
+    the map at the model's image size): the memory inputs are built once per episode into the cache
+    (one file per recorded episode), training steps, and the export reads the memory."""
     out = tmp_path / "mem"
     _train(
         [
             "policy=house_memory",
-            "data.memory={inputs: [topdown, objects, text], map_level: easy, map_size: [56, 56], max_objects: 4}",
             f"data.paths=[{demos}]",
             "data.val_fraction=0",
             "train.steps=2",
