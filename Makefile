@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.setup-done
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: setup browser demo proof test test-slow lint bench check-assets clean
+.PHONY: setup browser demo proof test test-slow check-docs lint bench check-assets clean
 
 setup: $(STAMP)
 
@@ -50,6 +50,11 @@ test: setup browser
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow
+
+# Every command of README.md and docs/*.md, run at tiny size (scripts/check_docs_commands.py; slow:
+# see docs/BENCHMARKS.md for how long). The fast tier composes their configs (tests/test_docs_commands.py).
+check-docs: setup
+	$(PY) scripts/check_docs_commands.py --run
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
+import re
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,6 +26,13 @@ from spatial_memory.synthetic import apartment_scene, apartment_tour, default_ca
 from vla.serve import PolicyServer, ServeConfig, make_batch_policy
 
 SIZE = 48
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli_env() -> dict:
+    from tests.conftest import cli_env as env
+
+    return env()
 
 
 def toy_spec(size: int = SIZE) -> EnvSpec:
@@ -120,6 +132,44 @@ class LinearModel:
 
 
 @contextlib.contextmanager
+def served_process(agent: dict, port: int = 0, timeout: float = 120.0):
+    """A real server in its own process (``python -m tests.serving``) on 127.0.0.1:``port`` (0: any
+    free one); yields ``(url, process)``. Kill the process to take the server away as a crash would;
+    it is killed on exit in any case."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.serving", json.dumps(agent), str(port)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=cli_env(),
+        cwd=ROOT,
+    )
+    lines: list[str] = []
+    found = threading.Event()
+
+    def read() -> None:
+        for line in proc.stderr:
+            lines.append(line)
+            if "listening on ws://" in line:
+                found.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        if not found.wait(timeout):
+            raise RuntimeError(f"the test server did not start: {''.join(lines)[-3000:]}")
+        yield re.search(r"listening on (ws://127\.0\.0\.1:\d+)", "".join(lines)).group(1), proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+def _serve_forever(agent: dict, port: int) -> None:
+    server = PolicyServer(make_batch_policy(agent), ServeConfig(port=port))
+    server.run(lambda srv: print(f"listening on {srv.url}", file=sys.stderr, flush=True))
+
+
+@contextlib.contextmanager
 def served(agent: Any = "memory", expected_spec: EnvSpec | None = None, memory: dict | None = None, **cfg: Any):
     """A real server on 127.0.0.1 (any free port) in a background thread: ``agent`` is a config
     name, a config dict or a ready BatchPolicy."""
@@ -157,3 +207,7 @@ class PickyAgent:
 
     def answer(self, question) -> str:
         return ""
+
+
+if __name__ == "__main__":  # python -m tests.serving '<agent config as JSON>' <port>
+    _serve_forever(json.loads(sys.argv[1]), int(sys.argv[2]))

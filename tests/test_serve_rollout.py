@@ -19,6 +19,7 @@ import pytest
 from spatial_memory import SpatialMemory
 from tests.browser import Chromium, find_chromium
 from tests.conftest import VENV_BIN, cli_env
+from tests.serving import served_process
 from vla.serve import PolicyClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -214,3 +215,43 @@ def test_live_page_follows_a_running_rollout_in_headless_chromium(tmp_path):
                     run.wait(10)
     assert (tmp_path / "live_page.png").stat().st_size > 10_000
     assert np.isfinite([r[1] for r in rows]).all()
+
+
+def test_a_policy_server_killed_mid_run_stops_the_run_and_the_same_command_retries_its_episode(tmp_path):
+    """The server is SIGKILLed while it serves trial 1: the run stops with the reason, the episode in
+    flight is an infrastructure error (in infra_errors.jsonl and the summary, not a failed episode,
+    not in the success rate), and the same command, once a server is back on the address, runs it."""
+    marker = tmp_path / "release"
+    agent = {"name": "tests.agents_for_tests:HangOnTrialAgent", "marker": str(marker), "trial": 1}
+    out = tmp_path / "run"
+    with served_process(agent) as (url, server):
+        args = ["env.num_trials=3", "eval.trials_per_task=3", "env.max_steps=15", "eval.workers=1", "agent=remote"]
+        args += [f"agent.url={url}"]
+        args += ["agent.reconnect_timeout_s=1", f"out={out}"]
+        proc = rollout(*args, background=True)
+        try:
+            while not (tmp_path / "release.held").exists():  # trial 0 is done, trial 1 is held on the server
+                assert proc.poll() is None, proc.communicate()[1][-3000:]
+                threading.Event().wait(0.05)
+        finally:
+            server.kill()
+        _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2, err[-3000:]
+    assert f"the policy server {url} cannot be reached" in err and "run the same command again" in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False and summary["episodes"] == 1 and summary["errors"] == 0
+    assert summary["success_rate"] == summary["successes"]  # over the one finished episode, not over 2
+    assert summary["infra_errors"] == 1 and summary["not_counted"][0]["trial"] == 1
+    infra = [json.loads(line) for line in (out / "infra_errors.jsonl").read_text().splitlines()]
+    assert [(r["trial"], r["infra"]) for r in infra] == [(1, "agent_unavailable")]
+    assert sorted(episodes(out)) == [(0, 0)]
+
+    marker.touch()
+    port = int(url.rsplit(":", 1)[1])
+    with served_process(agent, port=port):
+        r = rollout(*args)  # the same command
+    assert r.returncode == 0, r.stderr[-3000:]
+    eps = episodes(out)
+    assert sorted(eps) == [(0, 0), (0, 1), (0, 2)] and all(e["error"] is None for e in eps.values())
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is True and summary["episodes"] == 3 and summary["infra_errors"] == 0

@@ -7,8 +7,11 @@ from typing import Any
 
 from .base import (
     Agent,
+    AgentSessionLost,
+    AgentUnavailable,
     DrawsLiveMap,
     HasLiveMemory,
+    InfrastructureError,
     LabelsActions,
     PrivilegedAgent,
     Seedable,
@@ -55,6 +58,9 @@ def make_agent(cfg: dict[str, Any], seed: int = 0) -> Agent:
 
 __all__ = [
     "Agent",
+    "AgentSessionLost",
+    "AgentUnavailable",
+    "InfrastructureError",
     "PrivilegedAgent",
     "Seedable",
     "DrawsLiveMap",
