@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -18,6 +21,7 @@ import numpy as np
 
 from envs.spec import ActionSpec, ArraySpec, CameraSpec, EnvSpec
 from spatial_memory.synthetic import apartment_scene, apartment_tour, default_camera
+from tests.conftest import ROOT, cli_env
 from vla.serve import PolicyServer, ServeConfig, make_batch_policy
 
 SIZE = 48
@@ -157,3 +161,48 @@ class PickyAgent:
 
     def answer(self, question) -> str:
         return ""
+
+
+class CliServer(str):
+    """The ws:// url of a ``vla-serve`` process, with its ``pid``."""
+
+    pid: int
+
+
+@contextlib.contextmanager
+def serve_cli(*args: str, timeout: float = 120.0):
+    """``vla-serve`` (as ``python -m vla.serve.cli``) on a free port; yields its ws:// url (a
+    :class:`CliServer`, ``.pid`` the process)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vla.serve.cli", *args, "port=0", "log_level=warning"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=cli_env(),
+        cwd=ROOT,
+    )
+    lines: list[str] = []
+    found = threading.Event()
+
+    def read() -> None:
+        for line in proc.stderr:
+            lines.append(line)
+            if "listening on ws://" in line:
+                found.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        if not found.wait(timeout):
+            raise RuntimeError(f"vla-serve did not start: {''.join(lines)[-3000:]}")
+        m = re.search(r"listening on (ws://127\.0\.0\.1:\d+)", "".join(lines))
+        url = CliServer(m.group(1))
+        url.pid = proc.pid
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 0, "".join(lines)[-3000:]
