@@ -157,6 +157,12 @@ class PolicyClient:
                 body = bytes(exc.response.body or b"").decode("utf-8", "replace").strip()
                 raise ConnectionRejected(f"{self.url} refused the connection: HTTP {status} {body}") from None
             hello = unpack(ws.recv(timeout=self.connect_timeout_s))
+            if isinstance(hello, dict) and hello.get("protocol") == "openpi" and "vla_protocol_path" in hello:
+                ws.close()
+                raise ConnectionError(
+                    f"{self.url} speaks openpi's protocol; our protocol is on the same port at path "
+                    f"{hello['vla_protocol_path']} (e.g. ws://HOST:PORT/vla)"
+                )
             if not isinstance(hello, dict) or hello.get("event") != "metadata":
                 ws.close()
                 raise ConnectionError(f"{self.url} is not a vla-serve server (first message: {str(hello)[:200]})")

@@ -32,6 +32,8 @@ class ServeConfig:
     max_sessions: int = 128  # live (active or detached) sessions
     max_objects: int = MAX_OBJECTS  # values in one message (an observation holds ~100)
     query_cache_mb: float = 64.0  # map query results kept for repeated questions
+    protocol: str = "vla"  # what websockets on paths other than /vla and /openpi speak: vla | openpi
+    openpi_keys: dict[str, str] | None = None  # openpi key -> our observation key (default: configs/openpi/<env>.yaml)
 
     def __post_init__(self) -> None:
         if not 0 <= int(self.port) < 65536:
@@ -56,6 +58,10 @@ class ServeConfig:
         self.origins = tuple(self.origins or ())
         if int(self.max_connections_per_peer) < 1 or int(self.max_sessions) < 1 or int(self.max_objects) < 16:
             raise ValueError("max_connections_per_peer and max_sessions must be >= 1, max_objects >= 16")
+        if self.protocol not in ("vla", "openpi"):
+            raise ValueError(f"protocol must be vla or openpi, got {self.protocol!r}")
+        if self.openpi_keys is not None and not isinstance(self.openpi_keys, dict):
+            raise ValueError(f"openpi_keys must be a map of openpi key -> observation key, got {self.openpi_keys!r}")
         if not float(self.idle_timeout_s) > 0 or float(self.query_cache_mb) < 0:
             raise ValueError("idle_timeout_s must be > 0 and query_cache_mb >= 0")
 

@@ -48,7 +48,7 @@ from .config import ServeConfig
 from .policy import AgentSessions, BatchPolicy, ObservationError, SessionError
 from .queries import QueryRunner
 from .sessions import Session, SessionTable, SnapshotCache
-from .wire import WireError, dumps_json, loads_json, pack, unpack
+from .wire import WireError, dumps_json, loads_json, pack, unpack, unpack_openpi
 
 log = logging.getLogger("vla.serve")
 INLINE_DECODE = 4096  # bytes: smaller messages (at most ~4,000 values) are decoded on the event loop
@@ -234,12 +234,24 @@ class PolicyServer:
         return await handle_http(self, connection, url.path, query)
 
     # ------------------------------------------------------------------ connections
+    def protocol_of(self, path: str) -> str:
+        """Which protocol a websocket on ``path`` speaks: ``/vla`` ours, ``/openpi`` openpi's,
+        any other path the configured ``protocol``."""
+        first = urlsplit(path).path.strip("/").split("/")[0]
+        return first if first in ("vla", "openpi") else str(self.cfg.protocol)
+
     async def _handler(self, ws: ServerConnection) -> None:
-        query = parse_qs(urlsplit(ws.request.path).query) if ws.request is not None else {}
+        url = ws.request.path if ws.request is not None else "/"
+        query = parse_qs(urlsplit(url).query)
         conn = _Conn(next(self._numbers), ws, (query.get("format") or [""])[0] == "json", peer_of(ws))
         self.conns[conn.number] = conn
         self.access.opened(conn.peer)
         try:
+            if self.protocol_of(url) == "openpi":
+                from .openpi import serve_connection
+
+                await serve_connection(self, conn)
+                return
             await self._send(conn, {"event": "metadata", "result": self.metadata()}, conn.json)
             while True:
                 message = await self._receive(conn)
@@ -313,13 +325,15 @@ class PolicyServer:
             log.error("internal error on a request: %s", traceback.format_exc())
             return self._error(conn, rid, P.INTERNAL, f"{type(exc).__name__}: {exc}", json_mode)
 
-    async def decode(self, message: str | bytes, json_mode: bool) -> Any:
-        """One message decoded and checked (:mod:`.wire`); one over ``INLINE_DECODE`` bytes on a
-        decoding thread, so a heavy message never holds the event loop."""
+    async def decode(self, message: str | bytes, json_mode: bool, openpi: bool = False) -> Any:
+        """One message decoded and checked (:mod:`.wire`; ``openpi``: openpi's msgpack-numpy); one
+        over ``INLINE_DECODE`` bytes on a decoding thread, so a heavy message never holds the event loop."""
 
         def decode() -> Any:
             if json_mode:
                 return loads_json(message, self.cfg.max_bytes, int(self.cfg.max_objects))
+            if openpi:
+                return unpack_openpi(message, self.cfg.max_bytes, int(self.cfg.max_objects))
             return unpack(message, self.cfg.max_bytes, int(self.cfg.max_objects))
 
         if len(message) <= INLINE_DECODE:
@@ -400,7 +414,13 @@ class PolicyServer:
         except ValueError as exc:
             raise P.bad(f"reset: {exc}") from None
         self._check_spec(spec)
-        seed = p.seed()
+        s = await self.start_episode(conn, instruction, spec, p.seed())
+        # the secret goes to this connection only: with it (and only with it) a client takes the
+        # session back after a reconnect
+        return {"session": s.id, "episode": s.episode, "secret": s.secret}
+
+    async def start_episode(self, conn: _Conn, instruction: str, spec: EnvSpec, seed: Any) -> Session:
+        """The next episode of this connection's session (a new session on its first)."""
         s = conn.session if conn.session is not None and conn.session.state == "active" else None
         if s is None:
             if len(self.sessions.live()) >= int(self.cfg.max_sessions):
@@ -420,9 +440,7 @@ class PolicyServer:
         s.last_seq, s.last_reply, s.last_active = None, None, time.time()
         self.snapshots.drop(s.id)
         self.queries.drop(s.id)
-        # the secret goes to this connection only: with it (and only with it) a client takes the
-        # session back after a reconnect
-        return {"session": s.id, "episode": s.episode, "secret": s.secret}
+        return s
 
     async def _attach(self, conn: _Conn, p: P.Params) -> dict[str, Any]:
         sid = p.str("session", required=True, max_len=64)
@@ -474,12 +492,21 @@ class PolicyServer:
                 return s.last_reply  # a retried request: the same answer, the step not taken twice
             if seq < s.last_seq:
                 raise P.bad(f"infer: seq {seq} is older than the last one answered ({s.last_seq})")
+        action, timing = await self.step(conn, s, obs)
+        reply = {"action": action, "session": s.id, "step": s.steps, "server_timing": timing}
+        if seq is not None:
+            s.last_seq, s.last_reply = seq, reply
+        return reply
+
+    async def step(self, conn: _Conn, s: Session, obs: dict[str, Any]) -> tuple[Any, dict[str, float]]:
+        """One observation of session ``s`` through the batcher: ``(action, server_timing)``, or a
+        ``RequestError`` (a bad observation is the request's fault, whatever the agent raised or
+        returned is the policy's)."""
         t0 = time.perf_counter()
         fut = self._loop.create_future()
         self.batcher.infer(s.id, obs, lambda r, t: self._loop.call_soon_threadsafe(_settle, fut, (r, t)))
         result, timing = await fut
         if isinstance(result, Exception):
-            # a bad observation is the request's fault; whatever the agent raised or returned is the policy's
             if isinstance(result, SessionError):
                 code = P.NO_SESSION
             elif isinstance(result, ObservationError):
@@ -497,10 +524,7 @@ class PolicyServer:
         now = time.perf_counter()
         timing["server_ms"] = round((now - t0) * 1e3, 3)
         timing["handle_ms"] = round((now - conn.t_in) * 1e3, 3)  # and decoding the request
-        reply = {"action": result, "session": s.id, "step": s.steps, "server_timing": timing}
-        if seq is not None:
-            s.last_seq, s.last_reply = seq, reply
-        return reply
+        return result, timing
 
     async def _end_session(self, s: Session) -> None:
         def close() -> Any:

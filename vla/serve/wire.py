@@ -327,3 +327,75 @@ def loads_json(text: str | bytes, max_size: int | None = None, max_objects: int 
         raise WireError(f"malformed JSON: {exc}") from None
     check_plain_tree(msg)
     return msg
+
+
+# ----------------------------------------------------------------------------- openpi's msgpack-numpy
+# openpi's clients and servers (the openpi-client package) write an array as a map whose keys are
+# msgpack *binary* strings: {b"__ndarray__": True, b"data": <bytes>, b"dtype": "<f4", b"shape": [..]},
+# and a numpy scalar as {b"__npgeneric__": True, b"data": <number>, b"dtype": "<f4"}. The same
+# whitelist of dtypes and the same limits apply; no other binary keys are accepted.
+_OPENPI_ARRAY = {b"__ndarray__", b"data", b"dtype", b"shape"}
+_OPENPI_SCALAR = {b"__npgeneric__", b"data", b"dtype"}
+
+
+def _openpi_default(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        arr = obj if obj.dtype.byteorder != ">" else obj.astype(obj.dtype.newbyteorder("<"))
+        if not _DTYPE_RE.match(arr.dtype.str):
+            raise WireError(f"arrays of dtype {arr.dtype} cannot be sent (only bool, int, uint, float and unicode)")
+        return {b"__ndarray__": True, b"data": arr.tobytes(), b"dtype": arr.dtype.str, b"shape": list(arr.shape)}
+    if isinstance(obj, np.generic):
+        if obj.dtype.kind not in "biufU":
+            raise WireError(f"numpy scalars of dtype {obj.dtype} cannot be sent")
+        return obj.item()
+    if isinstance(obj, (tuple, set, frozenset)):
+        return list(obj)
+    raise WireError(f"values of type {type(obj).__name__} cannot be sent (plain data and numpy arrays only)")
+
+
+def pack_openpi(message: Any) -> bytes:
+    """Encode a message as openpi's msgpack-numpy does (arrays as maps with binary keys)."""
+    try:
+        return msgpack.packb(message, default=_openpi_default, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        if isinstance(exc, WireError):
+            raise
+        raise WireError(f"cannot encode message: {exc}") from exc
+
+
+def _openpi_hook(d: dict) -> Any:
+    if b"__ndarray__" in d:
+        extra = set(d) - _OPENPI_ARRAY
+        if extra:
+            raise WireError(f"array map has unknown field(s) {sorted(map(repr, extra))}")
+        return _array_from_map({k.decode(): v for k, v in d.items()})
+    if b"__npgeneric__" in d:
+        if set(d) != _OPENPI_SCALAR:
+            raise WireError("a numpy scalar map has exactly __npgeneric__, data and dtype")
+        dtype, value = d[b"dtype"], d[b"data"]
+        if not isinstance(dtype, str) or not _DTYPE_RE.match(dtype) or isinstance(value, (dict, list, bytes)):
+            raise WireError(f"numpy scalar of dtype {dtype!r} is not allowed")
+        return np.dtype(dtype).type(value).item()
+    return d
+
+
+def unpack_openpi(data: bytes, max_size: int | None = None, max_objects: int = MAX_OBJECTS) -> Any:
+    """Decode one message in openpi's msgpack-numpy encoding, under the same rules as :func:`unpack`."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise WireError(f"a binary message must be bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if max_size is not None and len(data) > max_size:
+        raise WireError(f"message of {len(data)} bytes exceeds the limit of {max_size} bytes")
+    if looks_like_pickle(data):
+        raise WireError("pickle payloads are refused (this server never unpickles); send msgpack")
+    scan_msgpack(data, max_objects)
+    try:
+        msg = msgpack.unpackb(
+            data, raw=False, strict_map_key=True, object_hook=_openpi_hook, ext_hook=_ext_hook, timestamp=0
+        )
+    except WireError:
+        raise
+    except (ValueError, TypeError, OverflowError, msgpack.UnpackException, RecursionError) as exc:
+        raise WireError(f"malformed msgpack: {type(exc).__name__}: {exc}") from None
+    check_plain_tree(msg)
+    return msg
