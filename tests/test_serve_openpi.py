@@ -125,3 +125,29 @@ def test_openpi_clients_pass_the_same_token_and_origin_checks():
         assert r["actions"].shape == (1, 2)
         with pytest.raises(websockets.InvalidStatus, match="403"):
             connect(f"ws://127.0.0.1:{srv.port}/?token=k3y", origin="http://evil.example")
+
+
+def test_agent_openpi_plays_served_chunks_and_reports_server_errors():
+    from envs.observation import Observation
+    from vla.agents import make_agent
+
+    obs, _ = tour_observations()
+    policy = ModelSessions(ChunkModel())
+    with served(policy, expected_spec=toy_spec(), protocol="openpi", openpi_keys=IMAGE_ONLY) as srv:
+        url = f"ws://127.0.0.1:{srv.port}"
+        agent = make_agent({"name": "openpi", "url": url, "keys": IMAGE_ONLY, "replan_steps": 2})
+        for episode in range(2):
+            agent.reset("look around", toy_spec())
+            played = [agent.act(Observation.from_dict(o)) for o in obs[:4]]
+            for k in (0, 2):  # a chunk of 3, re-planned after 2
+                a = LinearModel.expected(obs[k]["state"])
+                np.testing.assert_allclose(played[k : k + 2], [a, 0.5 * a])
+        assert srv.health()["inferred"] == 4 and agent.metadata["protocol"] == "openpi"
+        with PolicyClient(srv.url + "/vla") as c:  # one session per episode, the first ended with its connection
+            assert sorted(s["state"] for s in c.sessions()) == ["active", "ended"]
+        agent.reset("look around", toy_spec())
+        bad = Observation.from_dict({**obs[0], "state": np.zeros(3, np.float32)})
+        bad.state = np.zeros(5)
+        with pytest.raises(RuntimeError, match="bad_request.*state"):
+            agent.act(bad)
+        agent.close()

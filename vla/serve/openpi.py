@@ -168,6 +168,19 @@ async def serve_connection(server: "PolicyServer", conn: Any) -> None:
     except ValueError as exc:
         unusable = str(exc)
     await conn.ws.send(pack_openpi(meta))
+    try:
+        await _serve(server, conn, env, keymap, unusable)
+    finally:
+        # an openpi client cannot come back to a session (the protocol has no attach): end it now
+        s = conn.session
+        if s is not None and s.state == "active" and s.controller == conn.number:
+            try:
+                await server._end_session(s)
+            except Exception:  # noqa: BLE001 - closing must not hide what ended the connection
+                log.error("closing openpi session %s failed: %s", s.id, traceback.format_exc())
+
+
+async def _serve(server: "PolicyServer", conn: Any, env: Any, keymap: Any, unusable: str | None) -> None:
     spec, prompt, step, prev_total = None, None, 0, None
     while True:
         message = await server._receive(conn)
