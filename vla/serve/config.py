@@ -28,7 +28,7 @@ class ServeConfig:
     insecure: bool = False  # listen beyond loopback without a token (refused otherwise)
     origins: tuple[str, ...] = ()  # browser origins allowed besides the server's own page
     max_connections_per_peer: int = 32
-    idle_timeout_s: float = 300.0  # a connection that sends nothing this long is closed (clients reconnect)
+    idle_timeout_s: float = 300.0  # a connection controlling no session that sends nothing this long is closed
     max_sessions: int = 128  # live (active or detached) sessions
     max_objects: int = MAX_OBJECTS  # values in one message (an observation holds ~100)
     query_cache_mb: float = 64.0  # map query results kept for repeated questions

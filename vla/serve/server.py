@@ -269,13 +269,20 @@ class PolicyServer:
             self._detach(conn)
 
     async def _receive(self, conn: _Conn) -> str | bytes | None:
-        """The next message, or ``None`` once the connection was idle ``idle_timeout_s`` (closed then)."""
-        try:
-            return await asyncio.wait_for(conn.ws.recv(), float(self.cfg.idle_timeout_s))
-        except asyncio.TimeoutError:
-            idle = self.cfg.idle_timeout_s
-            await conn.ws.close(1001, f"idle for {idle:g} s: closed by the server (reconnect to go on)")
-            return None
+        """The next message, or ``None`` once a connection that controls no session was idle
+        ``idle_timeout_s`` (closed then). A connection controlling a session may pause as long as
+        it likes (a simulator between episodes, a robot at rest): sessions are capped by
+        ``max_sessions``, and openpi's clients cannot reconnect."""
+        while True:
+            try:
+                return await asyncio.wait_for(conn.ws.recv(), float(self.cfg.idle_timeout_s))
+            except asyncio.TimeoutError:
+                s = conn.session
+                if s is not None and s.state == "active" and s.controller == conn.number:
+                    continue
+                idle = self.cfg.idle_timeout_s
+                await conn.ws.close(1001, f"idle for {idle:g} s: closed by the server (reconnect to go on)")
+                return None
 
     def _detach(self, conn: _Conn) -> None:
         s = conn.session
