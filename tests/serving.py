@@ -16,23 +16,16 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from envs.spec import ActionSpec, ArraySpec, CameraSpec, EnvSpec
 from spatial_memory.synthetic import apartment_scene, apartment_tour, default_camera
+from tests.conftest import ROOT, cli_env
 from vla.serve import PolicyServer, ServeConfig, make_batch_policy
 
 SIZE = 48
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def cli_env() -> dict:
-    from tests.conftest import cli_env as env
-
-    return env()
 
 
 def toy_spec(size: int = SIZE) -> EnvSpec:
@@ -207,6 +200,51 @@ class PickyAgent:
 
     def answer(self, question) -> str:
         return ""
+
+
+class CliServer(str):
+    """The ws:// url of a ``vla-serve`` process, with its ``pid``."""
+
+    pid: int
+
+
+@contextlib.contextmanager
+def serve_cli(*args: str, timeout: float = 120.0):
+    """``vla-serve`` (as ``python -m vla.serve.cli``) on a free port; yields its ws:// url (a
+    :class:`CliServer`, ``.pid`` the process)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vla.serve.cli", *args, "port=0", "log_level=warning"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=cli_env(),
+        cwd=ROOT,
+    )
+    lines: list[str] = []
+    found = threading.Event()
+
+    def read() -> None:
+        for line in proc.stderr:
+            lines.append(line)
+            if "listening on ws://" in line:
+                found.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        if not found.wait(timeout):
+            raise RuntimeError(f"vla-serve did not start: {''.join(lines)[-3000:]}")
+        m = re.search(r"listening on (ws://127\.0\.0\.1:\d+)", "".join(lines))
+        url = CliServer(m.group(1))
+        url.pid = proc.pid
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 0, "".join(lines)[-3000:]
 
 
 if __name__ == "__main__":  # python -m tests.serving '<agent config as JSON>' <port>

@@ -1,7 +1,6 @@
 """The rollout loop and vla-rollout: records, summary, resume after kill -9, failures, videos, demos."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -346,5 +345,7 @@ def test_workers_are_not_forked_from_a_process_that_rendered(tmp_path):
         "print(before, _start_method())\n"
     )
     root = Path(__file__).resolve().parents[1]
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=root, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=root, timeout=99
+    )
     assert r.stdout.split() == ["fork", "forkserver"], r.stdout + r.stderr[-2000:]

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
 import subprocess
 import sys
 import threading
@@ -19,7 +17,7 @@ import pytest
 from spatial_memory import SpatialMemory
 from tests.browser import Chromium, find_chromium
 from tests.conftest import VENV_BIN, cli_env
-from tests.serving import served_process
+from tests.serving import serve_cli, served_process
 from vla.serve import PolicyClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,42 +30,6 @@ HOUSE = [
     "env.use_meshes=false",
     "env.render_map=false",
 ]
-
-
-@contextlib.contextmanager
-def serve_cli(*args: str, timeout: float = 120.0):
-    """``vla-serve`` (as ``python -m vla.serve.cli``) on a free port; yields its ws:// url."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vla.serve.cli", *args, "port=0", "log_level=warning"],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env=cli_env(),
-        cwd=ROOT,
-    )
-    lines: list[str] = []
-    found = threading.Event()
-
-    def read() -> None:
-        for line in proc.stderr:
-            lines.append(line)
-            if "listening on ws://" in line:
-                found.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        if not found.wait(timeout):
-            raise RuntimeError(f"vla-serve did not start: {''.join(lines)[-3000:]}")
-        m = re.search(r"listening on (ws://127\.0\.0\.1:\d+)", "".join(lines))
-        yield m.group(1)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-    assert proc.returncode == 0, "".join(lines)[-3000:]
 
 
 def rollout(*args: str, **kw) -> subprocess.CompletedProcess | subprocess.Popen:

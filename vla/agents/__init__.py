@@ -24,6 +24,7 @@ _AGENTS = {
     "scripted": "vla.agents.scripted:ScriptedAgent",
     "memory": "vla.agents.memory:MemoryAgent",
     "remote": "vla.agents.remote:RemoteAgent",
+    "openpi": "vla.agents.openpi:OpenpiAgent",
     "vla": "vla.agents.vla:VLAAgent",
     "dagger": "vla.agents.dagger:DAggerAgent",
 }
