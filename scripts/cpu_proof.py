@@ -20,386 +20,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-HOUSE_MEMORY = (
-    "{inputs: [topdown, objects, text], map_level: easy, map_frame: ego_up, map_extent_m: 10.0, "
-    "map_size: [112, 112], max_objects: 8}"
-)
-
-
-def run(cmd: list[str], log: Path) -> None:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    print("$", " ".join(cmd), flush=True)
-    with open(log, "a") as fh:
-        r = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT)
-    if r.returncode != 0:
-        raise SystemExit(f"failed ({r.returncode}): {' '.join(cmd)} -- see {log}")
-
-
-def summary(out: Path) -> dict:
-    return json.loads((out / "summary.json").read_text())
-
-
-def checkpoints(train_out: Path) -> list[Path]:
-    return sorted((train_out / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
-
-
-def budget(a, batch: int, val_every: int) -> list[str]:
-    """The training budget every arm of a proof shares: steps, batch, lr, checkpoints, validation."""
-    return [
-        f"train.steps={a.steps}",
-        f"train.batch_size={batch}",
-        f"train.lr={a.lr}",
-        "train.vision_lr_scale=1.0",
-        f"train.save_every={a.steps // a.checkpoints}",
-        f"train.keep_last={a.checkpoints}",
-        f"train.val_every={val_every}",
-        "train.loader_workers=1",
-        "progress=false",
-    ]
-
-
-def only(a, arms: dict) -> dict:
-    """The arms named by ``--arms`` (default: both): two processes can train one arm each at once."""
-    names = [n for n in a.arms.split(",") if n] if a.arms else list(arms)
-    unknown = sorted(set(names) - set(arms))
-    if unknown:
-        raise SystemExit(f"--arms: unknown arm(s) {unknown}; this proof has {sorted(arms)}")
-    return {n: arms[n] for n in arms if n in names}
-
-
-def choose(a, train_out: Path, scores: dict, score) -> str | None:
-    """The checkpoint an arm is tested with: the best on val (ties: the later one), or, with
-    ``--select final``, the last one -- fixed before any result is seen, for when val costs too much."""
-    if a.select == "final":
-        cks = checkpoints(train_out)
-        return cks[-1].name if cks else None
-    return max(scores, key=lambda k: (score(k), int(k.split("_")[1]))) if scores else None
-
-
-# ============================================================================ house
-def house(a) -> dict:
-    R = Path(a.root)
-    env = ["env=house", "env.stop_action=true"]
-    if a.stage in ("all", "record"):
-        run(
-            [
-                str(BIN / "vla-rollout"),
-                *env,
-                "env.split=train",
-                f"env.num_scenes={a.scenes}",
-                "env.num_trials=2",
-                "eval.trials_per_task=2",
-                "agent=memory",
-                "eval.workers=2",
-                f"record={R / 'demos'}",
-                f"out={R / 'rec'}",
-                "progress=false",
-            ],
-            R / "logs/record.log",
-        )
-    arms = only(a, {"memory": ["policy=house_memory", f"data.memory={HOUSE_MEMORY}"], "no_memory": ["policy=house"]})
-    common = [
-        "model=tiny_qwen2_5_vl",
-        "policy.action_dim=4",
-        "data=house_nav",
-        f"data.paths=[{R / 'demos'}]",
-        "data.action_mask=[true,true,true,false]",
-        *budget(a, batch=16, val_every=250),
-    ]
-    if a.stage in ("all", "train"):
-        for arm, extra in arms.items():
-            run([str(BIN / "vla-train"), *common, *extra, f"out={R / 'train' / arm}"], R / f"logs/train_{arm}.log")
-    results: dict = {"val": {}, "test": {}}
-    val = [
-        *env,
-        "env.split=val",
-        f"env.num_scenes={a.val_scenes}",
-        "env.num_trials=1",
-        "eval.trials_per_task=1",
-        "eval.workers=2",
-        "progress=false",
-    ]
-    test = [
-        *env,
-        "env.split=test",
-        f"env.num_scenes={a.test_scenes}",
-        "env.num_trials=1",
-        "eval.trials_per_task=1",
-        "eval.workers=2",
-        "progress=false",
-    ]
-    if a.stage in ("all", "select", "test", "table") and a.select == "val":
-        for arm in arms:
-            for ck in checkpoints(R / "train" / arm):
-                out = R / "val" / arm / ck.name
-                if a.stage != "table":
-                    run(
-                        [str(BIN / "vla-rollout"), *val, "agent=vla", f"agent.checkpoint={ck}", f"out={out}"],
-                        R / "logs/val.log",
-                    )
-                if (out / "summary.json").exists():
-                    s = summary(out)
-                    results["val"].setdefault(arm, {})[ck.name] = {"success": s["success_rate"], "spl": s.get("spl")}
-    if a.stage in ("all", "test", "table"):
-        for arm in arms:
-            scores = results["val"].get(arm, {})
-            best = choose(a, R / "train" / arm, scores, lambda k: (scores[k]["success"] or 0, scores[k]["spl"] or 0))
-            if best is None:
-                continue
-            out = R / "test" / arm
-            if a.stage != "table":
-                run(
-                    [
-                        str(BIN / "vla-rollout"),
-                        *test,
-                        "agent=vla",
-                        f"agent.checkpoint={R / 'train' / arm / 'checkpoints' / best}",
-                        f"out={out}",
-                    ],
-                    R / "logs/test.log",
-                )
-            results["test"][arm] = {"checkpoint": best, **_nav(summary(out))}
-        for name in ("memory_navigator", "random"):
-            out = R / "test" / name
-            if a.stage != "table":
-                run(
-                    [
-                        str(BIN / "vla-rollout"),
-                        *test,
-                        f"agent={'memory' if name == 'memory_navigator' else 'random'}",
-                        f"out={out}",
-                    ],
-                    R / "logs/test.log",
-                )
-            results["test"][name] = _nav(summary(out))
-    return results
-
-
-def _nav(s: dict) -> dict:
-    return {
-        "episodes": s["episodes"],
-        "success": s["success_rate"],
-        "spl": s.get("spl"),
-        "reached": s.get("reached"),
-        "errors": s["errors"],
-    }
-
-
-def house_table(res: dict) -> str:
-    rows = [
-        "| agent | episodes | success (stop within 1 m, target in view) | SPL | reached (passing by counts) "
-        "| checkpoint |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name, r in res.get("test", {}).items():
-        rows.append(
-            f"| {name} | {r['episodes']} | {100 * (r['success'] or 0):.1f} % | {r['spl'] or 0:.3f} | "
-            f"{100 * (r['reached'] or 0):.1f} % | {r.get('checkpoint', '-')} |"
-        )
-    return "\n".join(rows)
-
-
-# ============================================================================ libero
-def libero(a) -> dict:
-    R = Path(a.root)
-    env = [
-        "env=libero",
-        "env.suite=libero_spatial",
-        "env.cameras=[agentview]",
-        "env.depth=false",
-        "env.segmentation=false",
-        f"eval.tasks=[{a.task}]",
-    ]
-    if a.stage in ("all", "record"):
-        run(
-            [
-                str(BIN / "vla-rollout"),
-                *env,
-                "env.init_states=sampled",
-                f"eval.trials_per_task={a.demos + 6}",
-                "agent=scripted",
-                "eval.workers=2",
-                f"record={R / 'demos'}",
-                f"out={R / 'rec'}",
-                "progress=false",
-            ],
-            R / "logs/record.log",
-        )
-    common = [
-        "model=tiny_qwen2_5_vl",
-        "policy=libero",
-        f"policy.chunk={a.chunk}",
-        "data=libero",
-        f"data.paths=[{R / 'demos'}]",
-        *budget(a, batch=16, val_every=250),
-    ]
-    if a.stage in ("all", "train"):
-        run([str(BIN / "vla-train"), *common, f"out={R / 'train'}"], R / "logs/train.log")
-    results: dict = {"val": {}, "test": {}}
-    if a.stage in ("all", "select", "test", "table") and a.select == "val":
-        for ck in checkpoints(R / "train"):
-            out = R / "val" / ck.name  # sampled init states past the ones the demos used
-            if a.stage != "table":
-                run(
-                    [
-                        str(BIN / "vla-rollout"),
-                        *env,
-                        "env.init_states=sampled",
-                        f"eval.trials_per_task={a.demos + 6 + a.val_trials}",
-                        "agent=vla",
-                        f"agent.checkpoint={ck}",
-                        "eval.workers=2",
-                        f"out={out}",
-                        "progress=false",
-                    ],
-                    R / "logs/val.log",
-                )
-            if (out / "episodes.jsonl").exists():
-                recs = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
-                recs = [r for r in recs if r["trial"] >= a.demos + 6]
-                results["val"][ck.name] = sum(r["success"] for r in recs) / max(len(recs), 1)
-    best = choose(a, R / "train", results["val"], lambda k: results["val"][k])
-    if a.stage in ("all", "test", "table") and best is not None:
-        out = R / "test"
-        if a.stage != "table":
-            run(
-                [
-                    str(BIN / "vla-rollout"),
-                    *env,
-                    "eval.trials_per_task=50",
-                    "agent=vla",
-                    f"agent.checkpoint={R / 'train' / 'checkpoints' / best}",
-                    "eval.workers=2",
-                    "eval.videos=all",
-                    f"out={out}",
-                    "progress=false",
-                ],
-                R / "logs/test.log",
-            )
-        s = summary(out)
-        results["test"] = {
-            "checkpoint": best,
-            "episodes": s["episodes"],
-            "success": s["success_rate"],
-            "errors": s["errors"],
-        }
-    return results
-
-
-# ============================================================================ gst
-def gst(a) -> dict:
-    R = Path(a.root)
-    sets = {"train": a.train_scenes, "val": a.val_scenes, "test": a.test_scenes}
-    if a.stage in ("all", "record"):
-        for split, n in sets.items():
-            run(
-                [
-                    str(BIN / "vla-gst"),
-                    "generate",
-                    "env=house",
-                    f"split={split}",
-                    f"scenes={n}",
-                    f"out={R / 'questions' / split}",
-                    "progress=false",
-                ],
-                R / "logs/generate.log",
-            )
-    arms = only(
-        a,
-        {
-            "memory": [
-                "policy.inputs.memory_map=true",
-                "policy.inputs.memory_text=true",
-                "data.memory={inputs: [topdown, objects, text], map_level: easy, map_size: [112, 112]}",
-                f"data.cache_dir={R / 'stream_cache'}",  # each question stream fused once, shared with the evals
-            ],
-            "no_memory": [],
-        },
-    )
-    common = [
-        "model=tiny_qwen2_5_vl",
-        "policy=house",
-        "policy.inputs.cameras=[]",
-        "data=gst_qa",
-        f"data.paths=[{R / 'questions' / 'train'}]",
-        "data.val_fraction=0",
-        *budget(a, batch=8, val_every=0),
-    ]
-    if a.stage in ("all", "train"):
-        for arm, extra in arms.items():
-            run([str(BIN / "vla-train"), *common, *extra, f"out={R / 'train' / arm}"], R / f"logs/train_{arm}.log")
-    results: dict = {"val": {}, "test": {}}
-    if a.stage in ("all", "select", "test", "table") and a.select == "val":
-        for arm in arms:
-            for ck in checkpoints(R / "train" / arm):
-                out = R / "val" / arm / ck.name
-                if a.stage != "table":
-                    run(
-                        [
-                            str(BIN / "vla-gst"),
-                            "eval",
-                            "agent=vla",
-                            f"agent.checkpoint={ck}",
-                            f"agent.memory_cache={R / 'stream_cache'}",
-                            f"questions={R / 'questions' / 'val'}",
-                            f"out={out}",
-                            "progress=false",
-                        ],
-                        R / "logs/val.log",
-                    )
-                if (out / "scores.json").exists():
-                    results["val"].setdefault(arm, {})[ck.name] = json.loads((out / "scores.json").read_text())[
-                        "overall"
-                    ]
-    if a.stage in ("all", "test", "table"):
-        for arm in arms:
-            scores = results["val"].get(arm, {})
-            best = choose(a, R / "train" / arm, scores, lambda k: _mean(scores[k]))
-            if best is None:
-                continue
-            out = R / "test" / arm
-            if a.stage != "table":
-                run(
-                    [
-                        str(BIN / "vla-gst"),
-                        "eval",
-                        "agent=vla",
-                        f"agent.checkpoint={R / 'train' / arm / 'checkpoints' / best}",
-                        f"agent.memory_cache={R / 'stream_cache'}",
-                        f"questions={R / 'questions' / 'test'}",
-                        f"out={out}",
-                        "progress=false",
-                    ],
-                    R / "logs/test.log",
-                )
-            results["test"][arm] = {"checkpoint": best, **json.loads((out / "scores.json").read_text())}
-        for name in ("memory", "random"):
-            out = R / "test" / f"{name}_agent"
-            if a.stage != "table":
-                run(
-                    [
-                        str(BIN / "vla-gst"),
-                        "eval",
-                        f"agent={name}",
-                        f"questions={R / 'questions' / 'test'}",
-                        f"out={out}",
-                        "progress=false",
-                    ],
-                    R / "logs/test.log",
-                )
-            results["test"][f"{name}_agent"] = json.loads((out / "scores.json").read_text())
-    return results
-
-
-def _mean(v) -> float:
-    return float(v["mean"]) if isinstance(v, dict) else float(v)
+from proof_common import _mean  # noqa: E402
+from proof_gst import gst  # noqa: E402
+from proof_house import house, house_table  # noqa: E402
+from proof_libero import RECIPES, libero  # noqa: E402
 
 
 def main() -> int:
@@ -413,13 +42,22 @@ def main() -> int:
     ap.add_argument("--select", default="val", choices=("val", "final"), help="checkpoint chosen on val, or the last")
     ap.add_argument("--checkpoints", type=int, default=4, help="checkpoints per arm (every steps/N), chosen on val")
     ap.add_argument("--scenes", type=int, default=80, help="house: train apartments recorded (2 episodes each)")
+    ap.add_argument("--dagger", type=int, default=1, help="house: DAgger rounds after behaviour cloning")
+    ap.add_argument("--dagger-scenes", type=int, default=40, help="house: train apartments rolled out per round")
+    ap.add_argument("--dagger-steps", type=int, default=1000, help="house: training steps of each DAgger round")
+    ap.add_argument("--house-chunk", type=int, default=4, help="house: actions per prediction (parallel decoding)")
     ap.add_argument("--val-scenes", type=int, default=10)
     ap.add_argument("--test-scenes", type=int, default=20)
     ap.add_argument("--train-scenes", type=int, default=40, help="gst: train apartments of the question set")
-    ap.add_argument("--task", type=int, default=0, help="libero: the libero_spatial task")
-    ap.add_argument("--demos", type=int, default=50)
-    ap.add_argument("--val-trials", type=int, default=10)
-    ap.add_argument("--chunk", type=int, default=4)
+    ap.add_argument("--suite", default="libero_object", help="libero: the suite")
+    ap.add_argument("--task", type=int, default=0, help="libero: the task of the suite")
+    ap.add_argument("--recipe", default="oft", choices=sorted(RECIPES), help="libero: the policy's inputs and decoding")
+    ap.add_argument("--demos", type=int, default=50, help="libero: training demonstrations (sampled init states)")
+    ap.add_argument("--val-demos", type=int, default=6, help="libero: demonstrations held out for the val loss")
+    ap.add_argument("--val-first", type=int, default=1000, help="libero: first sampled init state of the val rollouts")
+    ap.add_argument("--val-trials", type=int, default=10, help="libero: val rollouts per checkpoint and setting")
+    ap.add_argument("--agent", action="append", help="libero: NAME=k=v,... closed-loop settings compared on val")
+    ap.add_argument("--workers", type=int, default=1, help="rollout worker processes")
     a = ap.parse_args()
     res = {"house": house, "libero": libero, "gst": gst}[a.proof](a)
     Path(a.root).mkdir(parents=True, exist_ok=True)
@@ -445,7 +83,10 @@ def plot_curves(root: Path, val: dict | None = None) -> None:
     """``<root>/curves.png``: training loss (per 10 steps) of every trained arm, and its validation loss
     on held-out episodes -- or, where training ran no validation (GST), the val score of each
     checkpoint (what selection read)."""
-    logs = {p.parent.name if p.parent.name != "train" else "policy": p for p in root.glob("train/**/train_log.jsonl")}
+    logs = {}
+    for p in root.glob("train/**/train_log.jsonl"):
+        name = str(p.parent.relative_to(root / "train"))
+        logs["policy" if name == "." else name] = p
     if not logs:
         return
     import matplotlib
@@ -460,7 +101,7 @@ def plot_curves(root: Path, val: dict | None = None) -> None:
         tr = [(r["step"], r["loss"]) for r in rows if "loss" in r]
         va = [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r]
         if not va and (val or {}).get(arm):
-            scored = ((int(k.split("_")[1]), _val_score(v)) for k, v in val[arm].items())
+            scored = ((int(k.split("_")[1]), _val_score(v)) for k, v in val[arm].items() if k.startswith("step_"))
             va = sorted((step, x) for step, x in scored if x is not None)
             right = "val score per checkpoint (selection)"
         if tr:

@@ -11,7 +11,7 @@ import pytest
 
 from envs.observation import Observation
 from vla.data import GSTQASource
-from vla.data.stream_memory import StreamMemoryCache, stream_memory_entries
+from vla.data.stream_memory import StreamMemoryCache, question_entries, stream_memory_entries
 from vla.gst.question import load_questions, load_stream, save_stream
 from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 
@@ -63,11 +63,35 @@ def test_gst_questions_with_memory_inputs(gst):
     inputs.reset(None)  # a mobile base: the apartment-scale memory
     for f in q.get("stream"):
         inputs.integrate(Observation(cameras={"ego": f}, state=np.zeros(0), instruction="", step=f.step))
-    want = inputs.entries()
+    want = question_entries(q, inputs)
     assert len(s.images) == 2 and s.prompt.count("<image>") == 2  # memory map + current view; no video frames
     np.testing.assert_array_equal(s.images[0], want["topdown"])
     np.testing.assert_array_equal(s.images[1], q.get("current_view"))
     assert want["text"] in s.prompt and s.answer == expected_answer(q)
+    assert "from the current view" in s.prompt
+
+
+def test_a_questions_object_table_is_measured_from_its_current_view_and_led_by_its_target(gst):
+    """What the memory agent computes its answers from is in the words a model reads: for every
+    egocentric question the [target] row's direction and distance are the answer (gt perception)."""
+    config = MemoryInputsConfig(map_size=(64, 64), inputs=("objects", "text"))
+    qs = [q for q in load_questions(gst) if q.subtask in ("EDv", "EDs")]
+    assert qs
+    for q in qs:
+        inputs = MemoryInputs(config)
+        inputs.reset(None)
+        for f in q.get("stream"):
+            inputs.integrate(Observation(cameras={"ego": f}, state=np.zeros(0), instruction="", step=f.step))
+        plain = inputs.entries()
+        e = question_entries(q, inputs)
+        assert e["text"].startswith("[target] ") and e["text"].count("[target]") == 1
+        assert bool(e["objects/target"][0]) and not e["objects/target"][1:].any()
+        truth = q.answer["value"]
+        d = float(e["objects/direction_deg"][0])
+        assert abs((d - truth + 180) % 360 - 180) <= 5, (q.id, d, truth)
+        side = "ahead" if abs(d) < 0.5 else f"{abs(d):.0f} deg {'left' if d > 0 else 'right'}"
+        assert side in e["text"].split(";")[0]
+        assert not np.allclose(plain["objects/direction_deg"][:1], e["objects/direction_deg"][:1])  # another pose
 
 
 def test_bad_question_sets(tmp_path, gst):
@@ -149,7 +173,8 @@ def test_gst_training_shares_the_stream_cache(gst, tmp_path):
     samples = [src.sample(i) for i in range(len(src))]
     media = [src.question(i).media for i in range(len(src))]
     streams = {json.dumps(m.get("clip_stream", m["stream"])) for m in media}
-    assert len(list((tmp_path / "cache").glob("*.npz"))) == len(streams)
+    assert src._cache.fused == len(streams)  # each stream fused once ...
+    assert len(list((tmp_path / "cache").glob("*.npz"))) == len(samples)  # ... each question's view kept
     again = GSTQASource(gst, memory=config, cache_dir=tmp_path / "cache")
     for i, s in enumerate(samples):
         t = again.sample(i)

@@ -129,6 +129,20 @@ def test_load_errors_name_the_file_and_the_mismatch(policy, tmp_path):
         load_policy(tmp_path)
 
 
+def test_the_house_policies_take_the_action_dimension_from_the_data(policy):
+    """policy=house leaves action_dim to the data: [forward, left, yaw] (3 dims), or with
+    env.stop_action=true the stop flag too (4); datasets that disagree are refused."""
+    assert _configs()[1].action_dim == 0 and policy.config.action_dim == 3
+    from vla.policy import resolve_action_dim
+
+    rng = np.random.default_rng(2)
+    four = ActionStats.from_actions(rng.uniform(-0.25, 0.25, (50, 4)))
+    assert resolve_action_dim(_configs()[1], {"house_nav": four}).action_dim == 4
+    assert resolve_action_dim(_configs(action_dim=3)[1], {"house_nav": four}).action_dim == 3  # fixed: kept
+    with pytest.raises(ValueError, match="datasets disagree"):
+        resolve_action_dim(_configs()[1], {"a": four, **_stats()})
+
+
 def test_qwen3_vl_and_added_token_placement():
     mcfg, pcfg = _configs("tiny_qwen3_vl", placement="added_tokens")
     p = build_policy(mcfg, pcfg, _stats())
@@ -137,3 +151,127 @@ def test_qwen3_vl_and_added_token_placement():
     assert p.actions.first_id == tok.convert_tokens_to_ids("<|action_0|>") and p.actions.vocab_size == len(tok)
     batch = p.encoder.infer_batch(p.inputs_of(_obs(2, seed=5)))
     np.testing.assert_array_equal(p.decode_actions(batch), p.generate_actions(batch))
+
+
+# ------------------------------------------------------------------ proprio token and parallel decoding
+def _proprio_stats():
+    rng = np.random.default_rng(1)
+    return {"house_nav": ActionStats.from_actions(rng.normal(size=(200, 5)))}
+
+
+def _obs_with_state(n, seed=0, prompts=("go to the bed",)):
+    out = _obs(n, seed)
+    rng = np.random.default_rng(seed + 100)
+    for i, o in enumerate(out):
+        o["state"] = rng.normal(size=5)
+        o["prompt"] = prompts[i % len(prompts)]
+    return out
+
+
+@pytest.fixture(scope="module")
+def oft_policy():
+    """OpenVLA-OFT's recipe at tiny size: chunks of 2 decoded in parallel, the state as one projected token."""
+    mcfg, pcfg = _configs(chunk=2, decoding="parallel", inputs={"cameras": ["ego"], "proprio": "token"})
+    p = build_policy(mcfg, pcfg, _stats(), proprio=_proprio_stats())
+    p.eval()
+    return p
+
+
+def test_parallel_decoding_equals_the_training_forward_and_reads_the_block_both_ways(oft_policy):
+    """Acting and training see the same thing: the bins decoded in one pass (left-padded prompts of
+    different lengths) are the argmax the training loss reads (right-padded). And the action block is
+    bidirectional: the first query's prediction depends on the last query's embedding."""
+    p = oft_policy
+    obs = _obs_with_state(3, seed=6, prompts=("go to the bed", "go to the big wooden wardrobe in the corner"))
+    decoded = p.decode_actions(p.encoder.infer_batch(p.inputs_of(obs)))
+    assert decoded.shape == (3, 2 * 3) and decoded.min() >= 0 and decoded.max() < 256
+    inputs = p.inputs_of(obs)
+    for mi in inputs:
+        mi.actions, mi.dataset = np.zeros((2, 3)), "house_nav"
+    train = p.encoder.train_batch(inputs)
+    assert len(set(train["attention_mask"].sum(1).tolist())) == 2  # padding is exercised
+    p.return_predictions = True
+    try:
+        with torch.no_grad():
+            pred = p.loss(train)["action_pred"].numpy().reshape(3, 6)
+    finally:
+        p.return_predictions = False
+    np.testing.assert_array_equal(pred, decoded)
+    batch = p._to(p.encoder.infer_batch(p.inputs_of(obs[:1])))
+    with torch.no_grad():
+        first = p._hidden(batch).last_hidden_state[0, -6].clone()
+        saved = p.query_slots.data[-1].clone()
+        p.query_slots.data[-1] += 1.0
+        try:
+            moved = p._hidden(batch).last_hidden_state[0, -6]
+        finally:
+            p.query_slots.data[-1] = saved
+    assert not torch.allclose(first, moved)  # a causal mask would leave the first query untouched
+
+
+def test_the_proprio_token_carries_the_state_and_survives_export(oft_policy, tmp_path):
+    p = oft_policy
+    obs = _obs_with_state(2, seed=7)
+    batch = p.encoder.infer_batch(p.inputs_of(obs))
+    assert int((batch["input_ids"] == p.proprio_id).sum()) == 2 and batch["proprio"].shape == (2, 5)
+    assert batch["proprio"].abs().max() <= 1.0  # normalised with the proprio statistics, clipped like actions
+    with torch.no_grad():
+        p.proprio_proj.net[-1].bias += 0.3  # as if trained
+        h0 = p._hidden(p._to(batch)).last_hidden_state[:, -1].clone()
+        other = p.encoder.infer_batch(p.inputs_of([{**o, "state": -o["state"]} for o in obs]))
+        assert not torch.allclose(h0, p._hidden(p._to(other)).last_hidden_state[:, -1])
+    before = p.infer_batch(obs)
+    path = p.save_pretrained(tmp_path / "oft")
+    assert json.loads((path / "dataset_statistics.json").read_text())["house_nav"]["proprio"]["q01"]
+    loaded = load_policy(path)
+    loaded.eval()
+    np.testing.assert_array_equal(loaded.infer_batch(obs), before)
+    (path / "vla_extra.safetensors").unlink()
+    with pytest.raises(ValueError, match="vla_extra.safetensors is missing"):
+        load_policy(path)
+    with pytest.raises(ValueError, match="inputs.proprio=token.*no state|has none"):
+        p.infer_batch([{k: v for k, v in obs[0].items() if k != "state"}])
+
+
+def test_autoregressive_decoding_with_the_proprio_token_equals_generate():
+    mcfg, pcfg = _configs(chunk=2, inputs={"cameras": ["ego"], "proprio": "token"})
+    p = build_policy(mcfg, pcfg, _stats(), proprio=_proprio_stats())
+    p.eval()
+    obs = _obs_with_state(2, seed=8, prompts=("go to the bed", "go to the sofa now"))
+    batch = p.encoder.infer_batch(p.inputs_of(obs))
+    np.testing.assert_array_equal(p.decode_actions(batch), p.generate_actions(batch))
+
+
+@pytest.mark.parametrize("model", ["tiny_qwen2_5_vl", "tiny_qwen3_vl"])
+def test_the_encoders_fast_path_reproduces_the_processor_exactly(model):
+    """Token ids, token types, image patches and grids without the processor (vla/policy/pixels.py) are
+    the processor's own, bit for bit, on a real policy prompt with two camera images."""
+    from vla.policy.encode import chat_text
+    from vla.policy.inputs import IMAGE
+    from vla.policy.pixels import FastProcessor
+
+    mcfg, _ = _configs(model)
+    from vla.policy.backbone import load_backbone
+
+    _, processor = load_backbone(mcfg, "cpu")
+    fast = FastProcessor(processor, mcfg.image_size)
+    rng = np.random.default_rng(3)
+    images = [rng.integers(0, 256, (mcfg.image_size, mcfg.image_size, 3), dtype=np.uint8) for _ in range(2)]
+    text = chat_text(IMAGE * 2 + "What action should the robot take to put the bowl on the plate?")
+    ref = processor(text=[text], images=images, return_tensors="pt")
+    mine = fast(text, images)
+    assert mine["input_ids"] == ref["input_ids"][0].tolist()
+    assert mine["mm_token_type_ids"] == ref["mm_token_type_ids"][0].tolist()
+    assert torch.equal(mine["pixel_values"], ref["pixel_values"].float())
+    assert torch.equal(mine["image_grid_thw"], ref["image_grid_thw"])
+
+
+@pytest.mark.parametrize("model", ["tiny_qwen2_5_vl", "tiny_qwen3_vl"])
+def test_the_patch_embedding_runs_as_a_matrix_product_with_the_convolutions_numbers(model):
+    from vla.policy.backbone import load_backbone
+
+    backbone, _ = load_backbone(_configs(model)[0], "cpu")
+    embed = backbone.model.visual.patch_embed
+    x = torch.randn(32, embed.proj.weight[0].numel())
+    assert "forward" in vars(embed)  # replaced on this instance
+    torch.testing.assert_close(embed(x), type(embed).forward(embed, x), rtol=0, atol=1e-4)

@@ -33,9 +33,10 @@ SCHEMAS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("env", "omnigibson"): ("envs.omnigibson.config:OmniGibsonConfig", ()),
     ("agent", "memory"): ("vla.agents.memory:MemoryAgentOptions", ()),
     ("agent", "vla"): ("vla.agents.vla:VLAAgentOptions", ()),
+    ("agent", "dagger"): ("vla.agents.dagger:DAggerOptions", ()),
     ("eval", "default"): (
         "vla.eval.evaluate:EvalSpec",
-        ("env", "agent", "out", "record", "merge_record", "extra", "perception", "rerun", "ray"),
+        ("env", "agent", "out", "record", "record_keep", "merge_record", "extra", "perception", "rerun", "ray"),
     ),
     ("perception", "profile"): ("envs.perception:PerceptionConfig", ()),
     ("", "gst"): ("vla.gst.options:GSTOptions", ()),

@@ -13,7 +13,8 @@ target's box with the target in view (passing by counts). With ``stop_action=tru
 protocol, as Habitat counts it) the action gains a 4th dimension ``stop`` in [0, 1]: ``stop > 0.5``
 ends the episode without moving, and it is a success only if the agent is at the goal then.
 ``info["episode_metrics"]`` carries ``reached`` (the goal predicate held at some step: the first
-protocol's success, so one run reports both), ``path_m``, ``geodesic_m`` and ``spl``.
+protocol's success, so one run reports both), ``path_m``, ``geodesic_m``, ``spl`` and
+``visible_at_start`` (the target was in view at the first step: results split by it).
 
 Observations (:class:`Observation`): ``cameras["ego"]`` is a :class:`CameraFrame` (RGB, depth in
 metres, instance ids with ``labels`` for the ids in view, K, and ``T_world_cam`` **in the odometry

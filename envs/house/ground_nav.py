@@ -86,6 +86,8 @@ class GroundNavEpisode:
         dist = self._target_distance()
         at_goal = dist <= self.cfg.success_radius_m and frac >= self.cfg.min_visible_fraction
         self._reached = self._reached or at_goal
+        if self._step == 0:  # whether the target was in view when the episode began
+            self._visible_at_start = frac >= self.cfg.min_visible_fraction
         success = (stopped and at_goal) if self.cfg.stop_action else at_goal
         geo = self.episode.geodesic_m
         info = {
@@ -103,6 +105,7 @@ class GroundNavEpisode:
                 "path_m": round(self._path_m, 4),
                 "geodesic_m": round(float(geo), 4),
                 "spl": float(success) * geo / max(self._path_m, geo, 1e-9),
+                "visible_at_start": bool(self._visible_at_start),  # the target in view at step 0
             },
         }
         self._last_info = info

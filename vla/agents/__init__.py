@@ -5,14 +5,28 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .base import Agent, DrawsLiveMap, HasLiveMemory, PrivilegedAgent, Seedable, check_agent, is_privileged
+from .base import (
+    Agent,
+    AgentSessionLost,
+    AgentUnavailable,
+    DrawsLiveMap,
+    HasLiveMemory,
+    InfrastructureError,
+    LabelsActions,
+    PrivilegedAgent,
+    Seedable,
+    check_agent,
+    is_privileged,
+)
 
 _AGENTS = {
     "random": "vla.agents.random:RandomAgent",
     "scripted": "vla.agents.scripted:ScriptedAgent",
     "memory": "vla.agents.memory:MemoryAgent",
     "remote": "vla.agents.remote:RemoteAgent",
+    "openpi": "vla.agents.openpi:OpenpiAgent",
     "vla": "vla.agents.vla:VLAAgent",
+    "dagger": "vla.agents.dagger:DAggerAgent",
 }
 
 
@@ -45,10 +59,14 @@ def make_agent(cfg: dict[str, Any], seed: int = 0) -> Agent:
 
 __all__ = [
     "Agent",
+    "AgentSessionLost",
+    "AgentUnavailable",
+    "InfrastructureError",
     "PrivilegedAgent",
     "Seedable",
     "DrawsLiveMap",
     "HasLiveMemory",
+    "LabelsActions",
     "check_agent",
     "is_privileged",
     "make_agent",

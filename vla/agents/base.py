@@ -14,7 +14,8 @@ else: a non-privileged agent never receives the env (the loop checks, see
 Optional capabilities are declared protocols, checked with ``isinstance`` (never ``hasattr``):
 :class:`Seedable` (per-episode seeds from the evaluator), :class:`DrawsLiveMap` (a picture of the
 agent's map for videos), :class:`HasLiveMemory` (a live :class:`~spatial_memory.SpatialMemory`
-that servers and viewers may query).
+that servers and viewers may query), :class:`LabelsActions` (a teacher's action for the step, which
+a demonstration recorder stores instead of the executed one: DAgger).
 """
 
 from __future__ import annotations
@@ -57,11 +58,45 @@ class DrawsLiveMap(Protocol):
 
 
 @runtime_checkable
+class LabelsActions(Protocol):
+    """``label()``: the action a teacher would have taken on the last observation given to ``act``
+    (None: no label). A demonstration recorder stores it as the demonstration's action, whatever
+    was executed: DAgger's data, the teacher's actions on the states the learner visits."""
+
+    def label(self) -> np.ndarray | None: ...
+
+
+@runtime_checkable
 class HasLiveMemory(Protocol):
     """``live_memory()``: the agent's current :class:`~spatial_memory.SpatialMemory` (None before
     the first frame). Readers in other threads must query a ``snapshot()`` of it."""
 
     def live_memory(self) -> Any: ...
+
+
+class InfrastructureError(RuntimeError):
+    """An episode ended by something outside the policy and its task (the policy's server, a worker
+    process, an env that cannot be built): the episode says nothing about the policy. The evaluator
+    keeps it out of success rates, lists it in ``infra_errors.jsonl`` and the summary, and runs it
+    again on the next run of the same command. ``stops_run``: every later episode would end the
+    same way, so the run stops with this reason."""
+
+    kind = "infrastructure"
+    stops_run = False
+
+
+class AgentUnavailable(InfrastructureError):
+    """The agent's server cannot be reached (refused, gone, no reply): the run stops."""
+
+    kind = "agent_unavailable"
+    stops_run = True
+
+
+class AgentSessionLost(InfrastructureError):
+    """The agent's server no longer has this episode's session (it restarted): the episode cannot go
+    on; the next one starts afresh."""
+
+    kind = "session_lost"
 
 
 def is_privileged(agent: Any) -> bool:

@@ -153,7 +153,7 @@ class VLAAgent:
         if self.options.answers == "memory":
             return self.inputs.answer(question)
         from vla.data.gst_qa import question_inputs
-        from vla.data.stream_memory import StreamMemoryCache
+        from vla.data.stream_memory import StreamMemoryCache, question_entries
 
         memory = self.policy.config.inputs.uses_memory
         entries = None
@@ -163,11 +163,11 @@ class VLAAgent:
             # mid-episode the live memory has fused exactly the question's video; offline, fuse its stream
             # (once per stream: a scene's questions share it)
             if mid_episode:
-                entries = self.inputs.entries()
+                entries = question_entries(question, self.inputs)
             else:
                 if self._streams is None:
                     self._streams = StreamMemoryCache(self.policy.config.memory or {}, self.options.memory_cache)
-                entries = self._streams.entries(question)
+                entries = self._streams.question_entries(question)
         images, prompt = question_inputs(question, memory, self.options.max_video_frames, entries)
         mi = self.policy.transform.question(images, prompt)
         return self.policy.answer_batch([mi], max_new_tokens=self.options.max_answer_tokens)[0]

@@ -144,6 +144,21 @@ class DemoSource:
     def actions(self) -> np.ndarray:
         return self._all_actions.copy()
 
+    def states(self) -> np.ndarray:
+        """Every step's state vector, in sample order (the proprio statistics of ``inputs.proprio=token``)."""
+        rows = [self._episode_states(r) for r in self._refs]
+        return np.concatenate(rows) if rows else np.zeros((0, 0))
+
+    def _episode_states(self, ref: EpisodeRef) -> np.ndarray:
+        try:
+            if ref.state == "obs/state":
+                return np.asarray(self._pool.dataset(ref.path, f"{ref.group}/obs/state")[:], dtype=np.float64)
+            ee = self._pool.dataset(ref.path, f"{ref.group}/obs/ee_states")[:]
+            grip = self._pool.dataset(ref.path, f"{ref.group}/obs/gripper_states")[:]
+        except KeyError as exc:
+            raise ValueError(f"{ref.where(ref.state)} is missing: {exc}") from exc
+        return np.concatenate([ee, grip], axis=1).astype(np.float64)
+
     def subset(self, episodes: set[str]) -> "DemoSource":
         keep = check_episodes(self, episodes)
         idx = [e for e, r in enumerate(self._refs) if r.id in keep]

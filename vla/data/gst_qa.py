@@ -16,9 +16,11 @@ With ``memory`` (a :class:`~vla.transforms.memory.MemoryInputsConfig`), the vide
 replaced by what the spatial memory makes of the question's sensor stream (depth, instance masks,
 odometry poses: what an agent is given): its top-down map (``memory/topdown``) and object table
 text (``memory/text``) after fusing the stream (Traj: the clip's stream); visual targets keep up to
-two of their boxed frames. Current view, map and options stay. Each stream is fused once
-(:class:`~vla.data.stream_memory.StreamMemoryCache`; on disk under ``cache_dir`` when given, so
-data-loader workers and later runs share it).
+two of their boxed frames. The table is measured from the question's current view (where the
+memory localises it) and led by its target as the memory resolves it
+(:func:`~vla.data.stream_memory.question_entries`). Current view, map and options stay. Each
+stream is fused once (:class:`~vla.data.stream_memory.StreamMemoryCache`; on disk under
+``cache_dir`` when given, so data-loader workers and later runs share it).
 """
 
 from __future__ import annotations
@@ -133,7 +135,7 @@ class GSTQASource:
 
     def sample(self, i: int) -> Sample:
         q = self.question(i)
-        entries = self._cache.entries(q) if self._cache is not None else None
+        entries = self._cache.question_entries(q) if self._cache is not None else None
         images, prompt = question_inputs(q, self.memory is not None, self.max_video_frames, entries)
         answer = format_answer(q.answer.get("type", q.answer_type), q.answer["value"])
         return Sample(dataset=self.key, episode=q.scene, kind="qa", images=images, prompt=prompt, answer=answer)
@@ -187,8 +189,10 @@ def question_inputs(
                 [entries["topdown"]],
             )
         if "text" in entries:
+            where = "the current view" if "current_view" in q.media else "the end of the video"
             lines.append(
-                "Objects in your spatial memory (direction and distance from the end of the video): " + entries["text"]
+                f"Objects in your spatial memory (direction and distance from {where}; [target]: the object "
+                "asked about): " + entries["text"]
             )
         if visual:
             frames = q.get(video_key)

@@ -6,12 +6,19 @@ what an agent is given. :func:`stream_memory_entries` replays it through
 :class:`~vla.transforms.memory.MemoryInputs` and returns ``MemoryInputs.entries()`` -- the
 ``memory/*`` inputs of a memory-reading policy after the whole stream.
 
+A question with a current view or a target gets more than the stream's state
+(:func:`question_entries`): the object table is measured from the current view, where the memory
+localises it (offline views come without a pose), and the object the question is about, as the
+memory resolves it (a category, or what the red boxes show), leads the table marked ``[target]`` --
+what the memory agent computes its answers from, in words, for a model to read.
+
 Fusing a stream takes seconds; the questions of a scene share one stream, so
 :class:`StreamMemoryCache` keeps what it fused: in memory (the last ``lru`` streams) and, with a
-``root``, on disk -- one ``.npz`` per (memory config, stream files), named by a hash of the config
-and of each stream file's content (what an agent's blind view of a question, :meth:`Question.for_agent`,
-names a file by: a question and its agent's view share the entry), so a changed config or stream is
-never served stale.
+``root``, on disk -- one ``.npz`` per question's entries (``q``-prefixed), named by a hash of the
+memory config, the content of the stream's files and of the question's view and red boxes, its
+subtask, prompt and public metadata: never of an id or a path, so a question and its agent's blind
+view (:meth:`Question.for_agent`, which names files by content), training and eval share the entry,
+and a changed config, stream or view is never served stale.
 Files are written atomically (a temporary file, then ``os.replace``) and read without pickle; a
 damaged file is derived data and is fused again. A training run's data-loader workers and
 ``vla-gst eval`` share one such directory.
@@ -29,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from envs.observation import Observation
-from vla.gst.question import MediaRef, Question, content_token
+from vla.gst.question import PUBLIC_META, MediaRef, Question, content_token
 from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 
 from .layout import house_spec, implied_spec
@@ -39,16 +46,16 @@ FORMAT = 1
 _KINDS = "__kinds__"
 
 
+QUESTION_MEDIA = ("current_sensors", "current_view", "boxes")  # what a question's entries read besides its stream
+
+
 def stream_key_of(q: Question) -> str:
     """The media key of the stream a question's memory fuses: its clip's for Traj, else the video's."""
     return "clip_stream" if "clip_stream" in q.media else "stream"
 
 
-def stream_memory_entries(
-    q: Question, memory: MemoryInputsConfig | dict, stream_key: str | None = None
-) -> dict[str, Any]:
-    """The memory inputs (``MemoryInputs.entries()``) after fusing the question's sensor stream (its
-    clip's, for Traj) -- what an agent offline has of the video, in the memory's form."""
+def fused_stream(q: Question, memory: MemoryInputsConfig | dict, stream_key: str | None = None) -> MemoryInputs:
+    """A memory transform that has fused the question's sensor stream (its clip's, for Traj)."""
     cfg = memory if isinstance(memory, MemoryInputsConfig) else MemoryInputsConfig.from_dict(memory)
     stream_key = stream_key or stream_key_of(q)
     inputs = MemoryInputs(cfg, seed=0)
@@ -57,16 +64,57 @@ def stream_memory_entries(
     camera = cfg.camera or "ego"
     for f in q.get(stream_key):
         inputs.integrate(Observation(cameras={camera: f}, state=np.zeros(0), instruction="", step=f.step))
-    return inputs.entries()
+    return inputs
+
+
+def stream_memory_entries(
+    q: Question, memory: MemoryInputsConfig | dict, stream_key: str | None = None
+) -> dict[str, Any]:
+    """The memory inputs (``MemoryInputs.entries()``) after fusing the question's sensor stream (its
+    clip's, for Traj) -- what an agent offline has of the video, in the memory's form."""
+    return fused_stream(q, memory, stream_key).entries()
+
+
+def question_entries(q: Question, inputs: MemoryInputs) -> dict[str, Any]:
+    """The memory inputs for question ``q`` from a memory transform that holds its video (fused from the
+    stream offline, the agent's live one mid-episode): the object table measured from the question's
+    current view and led by its target (see the module doc); a question with neither gets the plain
+    entries. Traj questions read their clip's memory (:func:`fused_stream` with ``clip_stream``)."""
+    from vla.gst.answering import AnswererConfig, MemoryAnswerer
+
+    if stream_key_of(q) != "stream" or inputs.memory is None or inputs.memory.n_frames == 0:
+        return inputs.entries()
+    cfg = inputs.config
+    answerer = MemoryAnswerer(
+        AnswererConfig(tabletop=not inputs.mobile_base, perception=cfg.perception, overrides=cfg.memory_overrides)
+    )
+    view, target = answerer.view_and_target(q, inputs.memory)
+    return inputs.entries("", view, target)
 
 
 def _files(q: Question, stream_key: str) -> list[Path] | None:
-    """The stream's files, or None when the stream is held in memory (nothing to key a cache on)."""
+    """A medium's files, or None when it is held in memory."""
     value = q.media[stream_key]
     rels = value if isinstance(value, list) else [value]
     if not rels or not all(isinstance(r, (str, Path)) for r in rels):
         return None
     return [Path(r) if Path(r).is_absolute() else Path(q.root or ".") / r for r in rels]
+
+
+def _content(q: Question, name: str) -> list[str] | None:
+    """Names for the content of a medium's files (an agent's handles carry theirs); None when the medium
+    is held in memory (nothing to key a cache on)."""
+    value = q.media[name]
+    refs = value if isinstance(value, list) else [value]
+    if refs and all(isinstance(r, MediaRef) for r in refs):  # an agent's view of a question: no paths
+        return [r.token for r in refs]
+    paths = _files(q, name)
+    if paths is None:
+        return None
+    try:
+        return [content_token(p) for p in paths]
+    except OSError as exc:
+        raise ValueError(f"question {q.id}: {name} file: {exc}") from exc
 
 
 class StreamMemoryCache:
@@ -80,28 +128,19 @@ class StreamMemoryCache:
         self.lru = int(lru)
         self._config_json = _config_json(self.config)  # the same key text as MemoryCache's
         self._memo: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._streams: OrderedDict[str, MemoryInputs] = OrderedDict()  # fused streams, for question entries
         self.fused = 0  # streams fused by this process (not served from memory or disk)
 
     def __getstate__(self) -> dict[str, Any]:  # data-loader workers start with an empty memo
         d = dict(self.__dict__)
-        d["_memo"] = OrderedDict()
+        d["_memo"], d["_streams"] = OrderedDict(), OrderedDict()
         return d
 
     def key(self, q: Question, stream_key: str | None = None) -> str | None:
         """The cache key of the question's stream under this config; None for an in-memory stream."""
-        stream_key = stream_key or stream_key_of(q)
-        value = q.media[stream_key]
-        refs = value if isinstance(value, list) else [value]
-        if refs and all(isinstance(r, MediaRef) for r in refs):  # an agent's view of a question: no paths
-            content = [r.token for r in refs]
-        else:
-            paths = _files(q, stream_key)
-            if paths is None:
-                return None
-            try:
-                content = [content_token(p) for p in paths]
-            except OSError as exc:
-                raise ValueError(f"question {q.id}: stream file: {exc}") from exc
+        content = _content(q, stream_key or stream_key_of(q))
+        if content is None:
+            return None
         blob = json.dumps({"format": FORMAT, "config": self._config_json, "content": content}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
@@ -115,12 +154,49 @@ class StreamMemoryCache:
         if key is None:
             self.fused += 1
             return stream_memory_entries(q, self.config, stream_key)
+
+        def compute() -> dict[str, Any]:
+            self.fused += 1
+            return stream_memory_entries(q, self.config, stream_key)
+
+        return self._cached(key, compute)
+
+    def question_entries(self, q: Question) -> dict[str, Any]:
+        """:func:`question_entries` of ``q``, kept per question (a scene's questions fuse its stream once)."""
+        skey = self.key(q)
+        if skey is None:
+            self.fused += 1
+            return question_entries(q, fused_stream(q, self.config))
+        # what the entries depend on besides the stream, by content: never the id or a path (a question
+        # and its agent's blind view, training and eval, share the entry)
+        media = {k: _content(q, k) for k in QUESTION_MEDIA if k in q.media}
+        meta = {k: q.meta.get(k) for k in PUBLIC_META}
+        blob = json.dumps(
+            {"stream": skey, "subtask": q.subtask, "prompt": q.prompt, "meta": meta, "media": media}, sort_keys=True
+        )
+        key = "q" + hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+        def compute() -> dict[str, Any]:
+            inputs = self._streams.get(skey)
+            if inputs is None:
+                inputs = fused_stream(q, self.config)
+                self.fused += 1
+                self._streams[skey] = inputs
+                while len(self._streams) > 2:
+                    self._streams.popitem(last=False)
+            self._streams.move_to_end(skey)
+            return question_entries(q, inputs)
+
+        if None in media.values():  # a view held in memory: nothing to key it on
+            return compute()
+        return self._cached(key, compute)
+
+    def _cached(self, key: str, compute) -> dict[str, Any]:
         hit = self._memo.get(key)
         if hit is None:
             hit = self._load(key)
             if hit is None:
-                hit = stream_memory_entries(q, self.config, stream_key)
-                self.fused += 1
+                hit = compute()
                 self._save(key, hit)
             self._memo[key] = hit
             while len(self._memo) > self.lru:

@@ -185,6 +185,25 @@ class MemoryAnswerer:
             return self._visual_target_by_id(question, memory, stream, boxes)
         return self._visual_target(question, memory, stream, boxes)
 
+    def view_and_target(self, question: Question, memory: SpatialMemory) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """What a memory-reading model is told about a question: the current view's pose in the memory's
+        frame (localised offline; None for a question without a current view) and the point its target
+        is at (None for a question without a target, or a target the memory cannot place) -- the
+        geometry the answers above are computed from, without the answer."""
+        view = None
+        if question.current_pose is not None or "current_sensors" in question.media:
+            try:
+                view = self.current_T(question, memory)
+            except (LookupError, ValueError):
+                view = None
+        target = None
+        if SUBTASKS[question.subtask].target is not None:
+            try:
+                target = self._target_or_guess(question, memory)
+            except LookupError:
+                target = None
+        return view, target
+
     def _target_or_guess(self, question: Question, memory: SpatialMemory) -> np.ndarray:
         """The target; when the memory never saw it (a detector that missed it every time), a guess: the
         middle of everything the memory mapped (a better answer than none)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from .backbone import ModelConfig
 from .inputs import InputConfig
-from .config import POLICY_FILE, STATS_FILE, PolicyConfig
+from .config import EXTRA_FILE, POLICY_FILE, STATS_FILE, PolicyConfig
 
 from .weights import WEIGHTS_FILE as CHECKPOINT_FILE  # a training checkpoint's weights (vla/train/checkpoint.py)
 
@@ -30,18 +30,41 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-def build_policy(model: ModelConfig, policy: PolicyConfig, stats: dict[str, Any], device: str = "cpu"):
-    """A new policy: the backbone loaded or built, the action tokenizer placed, statistics attached."""
+def build_policy(
+    model: ModelConfig,
+    policy: PolicyConfig,
+    stats: dict[str, Any],
+    device: str = "cpu",
+    proprio: dict[str, Any] | None = None,
+):
+    """A new policy: the backbone loaded or built, the action tokenizer placed, statistics (action, and
+    proprio for ``inputs.proprio=token``) attached. ``policy.action_dim=0`` takes the dimension from the
+    statistics (the data's actions)."""
     from vla.actions import ActionTokenizer
 
     from .backbone import load_backbone
     from .model import VLAPolicy
 
-    policy = _with_image_size(policy, model)
+    policy = resolve_action_dim(_with_image_size(policy, model), stats)
     backbone, processor = load_backbone(model, device)
     rows = _embedding_rows(backbone)
     tokenizer = ActionTokenizer.for_tokenizer(processor.tokenizer, rows, policy.placement, policy.n_bins)
-    return VLAPolicy(backbone, processor, tokenizer, policy, stats, model).to(device)
+    return VLAPolicy(backbone, processor, tokenizer, policy, stats, model, proprio).to(device)
+
+
+def resolve_action_dim(policy: PolicyConfig, stats: dict[str, Any]) -> PolicyConfig:
+    """The policy with ``action_dim`` taken from the statistics when it is 0 (all keys must agree)."""
+    if int(policy.action_dim) != 0:
+        return policy
+    from dataclasses import replace
+
+    dims = {key: s.dim for key, s in stats.items()}
+    if len(set(dims.values())) != 1:
+        raise ValueError(
+            f"policy.action_dim=0 takes the action dimension from the data, but the datasets disagree: {dims}; "
+            "set policy.action_dim"
+        )
+    return replace(policy, action_dim=next(iter(dims.values())))
 
 
 def _with_image_size(policy: PolicyConfig, model: ModelConfig) -> PolicyConfig:
@@ -91,6 +114,7 @@ def load_policy(path: str | Path, device: str = "cpu"):
     if not stats_file.is_file():
         raise ValueError(f"{path}: {STATS_FILE} is missing (the action statistics the policy un-normalises with)")
     stats = read_statistics(stats_file)
+    proprio = read_statistics(stats_file, field="proprio")
     for key, s in stats.items():
         if s.dim != pcfg.action_dim:
             raise ValueError(
@@ -100,7 +124,7 @@ def load_policy(path: str | Path, device: str = "cpu"):
     if checkpoint.is_file():  # a training checkpoint: rebuild the architecture, then load every weight
         from .weights import load_weights
 
-        policy = build_policy(mcfg, pcfg, stats, device)
+        policy = build_policy(mcfg, pcfg, stats, device, proprio)
         saved_tok.verify_tokenizer(policy.processor.tokenizer, _embedding_rows(policy.backbone))
         load_weights(policy, checkpoint)
         return policy
@@ -115,7 +139,39 @@ def load_policy(path: str | Path, device: str = "cpu"):
     )
     rows = _embedding_rows(backbone)
     saved_tok.verify_tokenizer(processor.tokenizer, rows)
-    return VLAPolicy(backbone, processor, saved_tok, pcfg, stats, mcfg).to(device)
+    policy = VLAPolicy(backbone, processor, saved_tok, pcfg, stats, mcfg, proprio).to(device)
+    _load_extra(policy, path / EXTRA_FILE)
+    return policy
 
 
-__all__ = ["InputConfig", "ModelConfig", "PolicyConfig", "VLAPolicy", "build_policy", "load_policy"]
+def _load_extra(policy, file: Path) -> None:
+    """The exported parameters outside the backbone (proprio projector, query slots), exactly those the policy has."""
+    from .embedding import extra_parameters
+
+    want = extra_parameters(policy)
+    if not want:
+        return
+    if not file.is_file():
+        raise ValueError(f"{file.parent}: {file.name} is missing (the policy's {sorted(want)[:3]} ... parameters)")
+    from safetensors.torch import load_file
+
+    try:
+        state = load_file(str(file))
+    except Exception as exc:  # noqa: BLE001 - safetensors raises several types on a corrupted file
+        raise ValueError(f"{file}: cannot read: {exc}") from exc
+    missing, unexpected = sorted(set(want) - set(state)), sorted(set(state) - set(want))
+    bad = [k for k in want if k in state and tuple(state[k].shape) != tuple(want[k].shape)]
+    if missing or unexpected or bad:
+        raise ValueError(f"{file}: does not match the policy: missing {missing}, unexpected {unexpected}, shape {bad}")
+    policy.load_state_dict(state, strict=False)
+
+
+__all__ = [
+    "InputConfig",
+    "ModelConfig",
+    "PolicyConfig",
+    "VLAPolicy",
+    "build_policy",
+    "load_policy",
+    "resolve_action_dim",
+]

@@ -28,6 +28,7 @@ import numpy as np
 
 IMAGE = "<image>"
 PROMPT = "What action should the robot take to {instruction}?"
+PROPRIO = ("none", "text", "token")
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,8 @@ class InputConfig:
     cameras: tuple[str, ...] = ("agentview",)  # observation cameras shown, in order (house: ego; [] for QA only)
     image_size: int = 0  # 0 = the model's image_size (what its processor expects)
     prompt: str = PROMPT
-    proprio: bool = False  # the state vector as text
+    proprio: str = "none"  # none | text (the state vector's digits in the prompt) | token (one token, a learned
+    #                         projection of the normalised state: OpenVLA-OFT's proprio projector)
     memory_map: bool = False  # memory/topdown as an extra image
     memory_text: bool = False  # memory/text (the object table) in the prompt
     augment: bool = True  # random resized crop + colour jitter in training
@@ -46,6 +48,10 @@ class InputConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cameras", tuple(self.cameras))
+        if isinstance(self.proprio, bool) or self.proprio in ("true", "false"):  # checkpoints before "token"
+            object.__setattr__(self, "proprio", "text" if self.proprio in (True, "true") else "none")
+        if self.proprio not in PROPRIO:
+            raise ValueError(f"inputs.proprio must be one of {PROPRIO}, got {self.proprio!r}")
         object.__setattr__(self, "crop_scale", tuple(float(x) for x in self.crop_scale))
         object.__setattr__(self, "jitter", tuple(float(x) for x in self.jitter))
         if "{instruction}" not in self.prompt:
@@ -81,6 +87,7 @@ class ModelInput:
     images: list[np.ndarray]
     text: str
     actions: np.ndarray | None = None  # (K, D) raw actions (action samples)
+    state: np.ndarray | None = None  # the raw state vector, for the proprio token (inputs.proprio=token)
     answer: str | None = None  # answer text (qa samples)
     dataset: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
@@ -112,11 +119,14 @@ class SelectImages:
 
 @dataclass(frozen=True)
 class Augment:
-    """Random resized crop (area fraction in ``crop_scale``, aspect kept) and colour jitter; no-op without rng."""
+    """Random resized crop (area fraction in ``crop_scale``, aspect kept) straight to ``size`` squared, then
+    colour jitter at that size (cheap: the crop is never resized back to the camera's resolution); no-op
+    without rng."""
 
     crop_scale: tuple[float, float]
     jitter: tuple[float, float, float, float]
     n_camera_images: int  # the memory map (if any, last) is not augmented: it is a drawing, not a photo
+    size: int
 
     def __call__(self, d: dict[str, Any], rng: np.random.Generator | None = None) -> dict[str, Any]:
         if rng is None:
@@ -129,7 +139,9 @@ class Augment:
         s = np.sqrt(rng.uniform(*self.crop_scale))
         ch, cw = max(1, int(round(h * s))), max(1, int(round(w * s)))
         y0, x0 = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
-        crop = cv2.resize(img[y0 : y0 + ch, x0 : x0 + cw], (w, h), interpolation=cv2.INTER_LINEAR)
+        out = (self.size, self.size) if self.size else (w, h)
+        interp = cv2.INTER_AREA if min(ch, cw) > out[0] else cv2.INTER_LINEAR
+        crop = cv2.resize(np.ascontiguousarray(img[y0 : y0 + ch, x0 : x0 + cw]), out, interpolation=interp)
         b, c, sat, hue = self.jitter
         x = crop.astype(np.float32)
         x *= rng.uniform(1 - b, 1 + b)
@@ -168,7 +180,7 @@ class Resize:
 @dataclass(frozen=True)
 class Prompt:
     template: str
-    proprio: bool
+    proprio: str
     memory_text: bool
     n_camera_images: int
     memory_map: bool
@@ -184,7 +196,7 @@ class Prompt:
                     "the policy reads the memory's object table (memory/text) but the observation has none"
                 )
             parts.append(f" Objects: {d['memory/text']}.")
-        if self.proprio:
+        if self.proprio == "text":
             state = np.asarray(d["state"], dtype=np.float64).ravel()
             parts.append(" State: " + " ".join(f"{v:.3f}" for v in state) + ".")
         return {**d, "_text": "".join(parts)}
@@ -198,7 +210,7 @@ class InputTransform:
         n = len(c.cameras)
         self.steps = [
             SelectImages(c.cameras, c.memory_map),
-            Augment(c.crop_scale, c.jitter, n) if c.augment else None,
+            Augment(c.crop_scale, c.jitter, n, c.image_size) if c.augment else None,
             Resize(c.image_size),
             Prompt(c.prompt, c.proprio, c.memory_text, n, c.memory_map),
         ]
@@ -209,7 +221,12 @@ class InputTransform:
         d = dict(obs)
         for step in self.steps:
             d = step(d, rng)
-        return ModelInput(images=d["_images"], text=d["_text"])
+        state = None
+        if self.config.proprio == "token":
+            if "state" not in d:
+                raise ValueError("the policy reads the state (inputs.proprio=token) but the observation has none")
+            state = np.asarray(d["state"], dtype=np.float64).ravel()
+        return ModelInput(images=d["_images"], text=d["_text"], state=state)
 
     def question(self, images: list[np.ndarray], prompt: str) -> ModelInput:
         """A visual question: its images resized, its prompt as given (one ``<image>`` per image)."""

@@ -2,7 +2,7 @@
 
 The 256 action ids (``ActionTokenizer.first_id .. last_id``: the last rows of the embedding matrix,
 or 256 added ``<|action_i|>`` tokens) get their own parameters: ``action_in`` (their input
-embeddings, swapped in by :class:`ActionEmbedding`) and ``action_out`` (their rows of the output
+embeddings, swapped in by :class:`~vla.policy.embedding.PolicyEmbedding`) and ``action_out`` (their rows of the output
 projection; the same tensor when the backbone ties embeddings). The loss and decoding read the
 hidden states only where an action is predicted and project them onto those 256 rows -- a softmax
 over the action ids, which is what decoding constrained to them samples from, at a fraction of
@@ -10,15 +10,23 @@ the cost of the full-vocabulary projection (the tiny CPU model's 151,936-row emb
 its parameters). Answers to questions use the full vocabulary (the backbone's ``lm_head``).
 With ``freeze_embeddings`` the rest of the embedding matrix stays fixed (~10x faster steps on the tiny CPU model).
 
-Decoding (:meth:`VLAPolicy.decode_actions`) is a hand-rolled greedy loop with the KV cache: one
-prefill, then one token per step, each the argmax over the 256 action rows, so every generated
-action is valid by construction; :meth:`VLAPolicy.generate_actions` does the same through
-``generate`` with a logit mask (the reference the loop is tested and benchmarked against).
+The proprio token (``inputs.proprio=token``) is the normalised state through ``proprio_proj``
+(OpenVLA-OFT's projector), one token at the end of the prompt.
+
+Decoding (:meth:`VLAPolicy.decode_actions`), ``policy.decoding``: ``autoregressive`` is a
+hand-rolled greedy loop with the KV cache (one prefill, then one token per step, each the argmax
+over the 256 action rows); ``parallel`` (OpenVLA-OFT) feeds K x D query tokens after the prompt,
+attending to each other bidirectionally, and takes the argmax at each in one forward pass. Either
+way every generated action is valid by construction; :meth:`VLAPolicy.generate_actions` does the
+autoregressive decoding through ``generate`` with a logit mask (the reference the loop is tested
+and benchmarked against).
 
 Export: :meth:`save_pretrained` writes the action rows back into the backbone's matrices and saves a
 plain transformers directory (``config.json``, safetensors, processor, tokenizer) plus
-``vla_policy.json`` (placement, chunk, inputs, model config) and OpenVLA's
-``dataset_statistics.json``; :func:`vla.policy.load_policy` reads it back, on any machine.
+``vla_policy.json`` (placement, chunk, decoding, inputs, model config), OpenVLA's
+``dataset_statistics.json`` (with ``proprio`` statistics when the policy reads the state) and
+``vla_extra.safetensors`` (the proprio projector and query slots, when the policy has them);
+:func:`vla.policy.load_policy` reads it back, on any machine.
 """
 
 from __future__ import annotations
@@ -31,27 +39,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from .backbone import ModelConfig, base_model
+from .backbone import ModelConfig, base_model, text_hidden_size
+from .config import EXTRA_FILE, POLICY_FILE, STATS_FILE, PolicyConfig
+from .embedding import PolicyEmbedding, ProprioProjector, block_attention_mask, extra_parameters, reserved_ids
 from .encode import Encoder
-from .config import POLICY_FILE, STATS_FILE, PolicyConfig
 from .inputs import InputTransform, ModelInput
-
-
-class ActionEmbedding(nn.Module):
-    """The backbone's embedding with the action ids' rows taken from ``action_rows`` (trainable)."""
-
-    def __init__(self, base: nn.Embedding, action_rows: nn.Parameter, first_id: int) -> None:
-        super().__init__()
-        self.base, self.action_rows, self.first_id = base, action_rows, int(first_id)
-        self.weight = base.weight  # what transformers' utilities look for on an input embedding
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        e = self.base(ids)
-        is_action = (ids >= self.first_id) & (ids < self.first_id + self.action_rows.shape[0])
-        if not bool(is_action.any()):
-            return e
-        rows = self.action_rows[(ids - self.first_id).clamp(0, self.action_rows.shape[0] - 1)].to(e.dtype)
-        return torch.where(is_action[..., None], rows, e)
 
 
 class VLAPolicy(nn.Module):
@@ -63,10 +55,12 @@ class VLAPolicy(nn.Module):
         config: PolicyConfig,
         stats: dict[str, Any],
         model_config: ModelConfig,
+        proprio_stats: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.backbone, self.processor, self.actions = backbone, processor, action_tokenizer
         self.config, self.stats, self.model_config = config, dict(stats), model_config
+        self.proprio_stats = dict(proprio_stats or {})
         if not self.stats:
             raise ValueError("a policy needs action statistics for at least one dataset key")
         for key, s in self.stats.items():
@@ -77,7 +71,7 @@ class VLAPolicy(nn.Module):
         self.dataset_key = config.dataset_key or next(iter(self.stats))
         core = base_model(backbone)
         emb = core.get_input_embeddings()
-        if isinstance(emb, ActionEmbedding):
+        if isinstance(emb, PolicyEmbedding):
             emb = emb.base
         rows = slice(action_tokenizer.first_id, action_tokenizer.first_id + action_tokenizer.n_bins)
         if emb.weight.shape[0] < rows.stop:
@@ -86,14 +80,49 @@ class VLAPolicy(nn.Module):
         head = core.get_output_embeddings()
         self.tied = head is None or head.weight is emb.weight
         self.action_out = self.action_in if self.tied else nn.Parameter(head.weight[rows].detach().clone().float())
-        core.set_input_embeddings(ActionEmbedding(emb, self.action_in, action_tokenizer.first_id))
+        self.proprio_id, self.query_id = reserved_ids(
+            len(processor.tokenizer), emb.weight.shape[0], action_tokenizer.first_id, action_tokenizer.n_bins
+        )
+        hidden = text_hidden_size(backbone)
+        self.proprio_proj = None
+        if config.inputs.proprio == "token":
+            dims = {s.dim for s in self.proprio_stats.values()}
+            if len(dims) != 1:
+                raise ValueError(
+                    "inputs.proprio=token needs proprio statistics of one state dimension for every dataset key, "
+                    f"got {({k: s.dim for k, s in self.proprio_stats.items()}) or 'none'}"
+                )
+            self.proprio_proj = ProprioProjector(dims.pop(), hidden)
+        self.query_slots = None
+        if config.decoding == "parallel":
+            self.query_slots = nn.Parameter(torch.randn(self.tokens_per_prediction, hidden) * 0.02)
+        core.set_input_embeddings(
+            PolicyEmbedding(
+                emb,
+                self.action_in,
+                action_tokenizer.first_id,
+                self.proprio_id if self.proprio_proj is not None else None,
+                self.query_id,
+                self.query_slots,
+            )
+        )
         if config.freeze_embeddings:
             emb.weight.requires_grad_(False)
             if head is not None:
                 head.weight.requires_grad_(False)
         self.transform = InputTransform(config.inputs)
         self.return_predictions = False  # loss() also returns the argmax action bins (validation)
-        self.encoder = Encoder(processor, action_tokenizer, self.stats, self.dataset_key)
+        self.encoder = Encoder(
+            processor,
+            action_tokenizer,
+            self.stats,
+            self.dataset_key,
+            proprio_stats=self.proprio_stats,
+            proprio_id=self.proprio_id if self.proprio_proj is not None else None,
+            query_id=self.query_id,
+            n_queries=self.tokens_per_prediction if config.decoding == "parallel" else 0,
+            image_size=int(config.inputs.image_size),
+        )
 
     # ------------------------------------------------------------------ pieces
     @property
@@ -113,18 +142,37 @@ class VLAPolicy(nn.Module):
         dev = self.device
         return {k: (v.to(dev) if torch.is_tensor(v) else v) for k, v in batch.items()}
 
+    @property
+    def embedding(self) -> PolicyEmbedding:
+        return self.core.get_input_embeddings()
+
+    def _proprio_embeds(self, batch: dict[str, Any]) -> torch.Tensor | None:
+        state = batch.get("proprio")
+        if self.proprio_proj is None or state is None:
+            return None
+        return self.proprio_proj(state.to(self.device).float())
+
     def _hidden(self, batch: dict[str, Any], **kw) -> Any:
+        """The backbone's last hidden states (and cache) for a batch: images, the proprio token's projected
+        state, and -- when the batch holds parallel-decoding queries -- the block attention mask with
+        explicit mRoPE positions (a 4-D mask cannot give the model the 2-D padding it derives them from)."""
         pv = batch.get("pixel_values")
         if pv is not None:
             pv = pv.to(next(self.backbone.parameters()).dtype)
-        return self.core(
-            input_ids=batch["input_ids"],
-            attention_mask=batch["attention_mask"],
-            pixel_values=pv,
-            image_grid_thw=batch.get("image_grid_thw"),
-            mm_token_type_ids=batch.get("mm_token_type_ids"),
-            **kw,
-        )
+        mask = batch["attention_mask"]
+        if self.query_slots is not None and bool((batch["input_ids"] == self.query_id).any()):
+            if "position_ids" not in kw:
+                kw["position_ids"] = self._prefill_positions(batch)[0]
+            mask = block_attention_mask(batch["input_ids"], mask, self.query_id)
+        with self.embedding.proprio(self._proprio_embeds(batch)):
+            return self.core(
+                input_ids=batch["input_ids"],
+                attention_mask=mask,
+                pixel_values=pv,
+                image_grid_thw=batch.get("image_grid_thw"),
+                mm_token_type_ids=batch.get("mm_token_type_ids"),
+                **kw,
+            )
 
     def action_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return hidden.float() @ self.action_out.t()
@@ -177,8 +225,12 @@ class VLAPolicy(nn.Module):
 
     @torch.no_grad()
     def decode_actions(self, batch: dict[str, Any]) -> np.ndarray:
-        """Greedy constrained decoding with the KV cache: bins (B, K * D), every one a valid action bin."""
+        """Greedy constrained decoding: bins (B, K * D), every one a valid action bin. Autoregressive: one
+        token per step with the KV cache; parallel: one forward pass, the argmax at every query token."""
         batch = self._to(batch)
+        if self.config.decoding == "parallel":
+            h = self._hidden(batch, use_cache=False).last_hidden_state[:, -self.tokens_per_prediction :]
+            return self.action_logits(h).argmax(-1).cpu().numpy()
         pos, nxt = self._prefill_positions(batch)
         out = self._hidden(batch, position_ids=pos, use_cache=True)
         cache = out.cache
@@ -208,10 +260,11 @@ class VLAPolicy(nn.Module):
     @torch.no_grad()
     def generate_actions(self, batch: dict[str, Any]) -> np.ndarray:
         """The same decoding through ``generate`` with every non-action id masked (the reference)."""
-        from transformers import LogitsProcessor, LogitsProcessorList
+        from transformers import LogitsProcessor
 
+        if self.config.decoding == "parallel":
+            raise ValueError("generate() decodes autoregressively; a parallel-decoding policy decodes with the loop")
         first, n = self.actions.first_id, self.actions.n_bins
-        policy = self
 
         class OnlyActions(LogitsProcessor):
             def __call__(self, input_ids, scores):
@@ -223,28 +276,34 @@ class VLAPolicy(nn.Module):
         restore = self._export_rows()  # generate() projects with the backbone's own matrices
         try:
             pv = batch.get("pixel_values")
-            gen = self.backbone.generate(
-                input_ids=batch["input_ids"],
-                attention_mask=batch["attention_mask"],
-                pixel_values=None if pv is None else pv.to(next(self.backbone.parameters()).dtype),
-                image_grid_thw=batch.get("image_grid_thw"),
-                mm_token_type_ids=batch.get("mm_token_type_ids"),
-                max_new_tokens=policy.tokens_per_prediction,
-                min_new_tokens=policy.tokens_per_prediction,
-                do_sample=False,
-                logits_processor=LogitsProcessorList([OnlyActions()]),
-                pad_token_id=self.encoder.pad_id,
-            )
+            with self.embedding.proprio(self._proprio_embeds(batch)):
+                gen = self._generate_masked(batch, pv, OnlyActions())
         finally:
             restore()
         ids = gen[:, batch["input_ids"].shape[1] :].cpu().numpy()
         return self.actions.bin_index(ids)
 
+    def _generate_masked(self, batch, pv, only):
+        from transformers import LogitsProcessorList
+
+        return self.backbone.generate(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            pixel_values=None if pv is None else pv.to(next(self.backbone.parameters()).dtype),
+            image_grid_thw=batch.get("image_grid_thw"),
+            mm_token_type_ids=batch.get("mm_token_type_ids"),
+            max_new_tokens=self.tokens_per_prediction,
+            min_new_tokens=self.tokens_per_prediction,
+            do_sample=False,
+            logits_processor=LogitsProcessorList([only]),
+            pad_token_id=self.encoder.pad_id,
+        )
+
     def _export_rows(self):
         """Write the action rows into the backbone's embedding/lm_head; returns a function that undoes it."""
         core = base_model(self.backbone)
         emb = core.get_input_embeddings()
-        emb = emb.base if isinstance(emb, ActionEmbedding) else emb
+        emb = emb.base if isinstance(emb, PolicyEmbedding) else emb
         head = core.get_output_embeddings()
         rows = slice(self.actions.first_id, self.actions.first_id + self.actions.n_bins)
         saved = [emb.weight.data[rows].clone(), None if head is None or self.tied else head.weight.data[rows].clone()]
@@ -284,7 +343,7 @@ class VLAPolicy(nn.Module):
         restore = self._export_rows()
         try:
             for mi in inputs:  # one at a time: answers have different lengths and no padding to care about
-                batch = self._to(self.encoder.infer_batch([mi]))
+                batch = self._to(self.encoder.question_batch([mi]))
                 pv = batch.get("pixel_values")
                 gen = self.backbone.generate(
                     input_ids=batch["input_ids"],
@@ -328,12 +387,12 @@ class VLAPolicy(nn.Module):
                 model = copy.deepcopy(model).merge_and_unload()
             core = base_model(model)
             emb = core.get_input_embeddings()
-            if isinstance(emb, ActionEmbedding):  # save the plain embedding module, not our wrapper
+            if isinstance(emb, PolicyEmbedding):  # save the plain embedding module, not our wrapper
                 core.set_input_embeddings(emb.base)
             try:
                 model.save_pretrained(path)
             finally:
-                if isinstance(emb, ActionEmbedding):
+                if isinstance(emb, PolicyEmbedding):
                     core.set_input_embeddings(emb)
         finally:
             restore()
@@ -346,5 +405,13 @@ class VLAPolicy(nn.Module):
             "model": mc,
         }
         (path / POLICY_FILE).write_text(json.dumps(meta, indent=2))
-        write_statistics(path / STATS_FILE, self.stats)
+        write_statistics(path / STATS_FILE, self.stats, proprio=self.proprio_for_stats_file())
+        extra = extra_parameters(self)
+        if extra:
+            from safetensors.torch import save_file
+
+            save_file({k: v.detach().cpu().contiguous() for k, v in extra.items()}, str(path / EXTRA_FILE))
         return path
+
+    def proprio_for_stats_file(self) -> dict[str, Any]:
+        return {k: v for k, v in self.proprio_stats.items() if k in self.stats}

@@ -49,6 +49,8 @@ import numpy as np
 
 from envs.base import Observation, RecordsDemos
 
+from ..agents.base import LabelsActions
+
 from .runtime import Episode, EpisodeResult, Subscriber
 from .video import episode_stem
 
@@ -84,9 +86,14 @@ def _camera_prefix(env: Any, camera: str) -> str:
 
 
 class DemoRecorder(Subscriber):
-    """Records successful episodes (failed ones are discarded) under ``<root>/.episodes/``."""
+    """Records successful episodes (``keep="all"``: every episode that ended without an error) under
+    ``<root>/.episodes/``. An agent that labels its steps (:class:`~vla.agents.base.LabelsActions`, the
+    DAgger agent) has its labels stored as ``actions`` and what it executed as ``executed_actions``."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, keep: str = "success") -> None:
+        if keep not in ("success", "all"):
+            raise ValueError(f"record_keep must be success or all, got {keep!r}")
+        self.keep = keep
         self.root = Path(root)
         self._file: h5py.File | None = None
         self._tmp: Path | None = None
@@ -144,7 +151,10 @@ class DemoRecorder(Subscriber):
         if "ee_states" in obs.sensors:
             self._obs.append("ee_pos", obs.sensors["ee_states"][:3])
             self._obs.append("ee_ori", obs.sensors["ee_states"][3:])
-        self._demo.append("actions", np.asarray(action, dtype=np.float64))
+        label = episode.agent.label() if isinstance(episode.agent, LabelsActions) else None
+        if label is not None:
+            self._demo.append("executed_actions", np.asarray(action, dtype=np.float64))
+        self._demo.append("actions", np.asarray(action if label is None else label, dtype=np.float64))
         self._demo.append("rewards", np.uint8(reward > 0))
         self._demo.append("dones", np.uint8(bool(info.get("success"))))
         if self._state is not None:
@@ -163,7 +173,7 @@ class DemoRecorder(Subscriber):
             demo.attrs["init_state"] = demo["states"][0]
         self._file.close()
         self._file = None
-        if result.success and result.error is None and n:
+        if (result.success or self.keep == "all") and result.error is None and n:
             final = self.root / _EPISODE_DIR / f"{episode_stem(episode.key)}.hdf5"
             os.replace(self._tmp, final)
             result.extra["demo"] = str(final.relative_to(self.root))

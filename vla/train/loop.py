@@ -31,7 +31,7 @@ from vla.policy.weights import WEIGHTS_FILE, canonical_keys, load_weights
 
 from .checkpoint import checkpoints, clean_partial, load_train_state, save
 from .config import DataConfig, TrainConfig
-from .data import StepBatches, action_statistics, build_sources, loader
+from .data import StepBatches, action_statistics, build_sources, loader, proprio_statistics
 from .distributed import Dist, setup, unwrap, wrap
 from .log import TrainLog, plot_curves
 from .optim import make_optimizer, make_scheduler
@@ -88,7 +88,10 @@ def _step_loss(model, policy, step_item: dict[str, Any], dist: Dist, precision: 
     """Forward (and backward when ``train``) over this rank's micro-batches of one step."""
     batches = step_item["batches"]
     local = sum(len(b["action_pos"]) + len(b["text_pos"]) for b in batches)
-    total = float(dist.all_reduce_sum(torch.tensor(float(local))).item())
+    counts = torch.zeros(dist.world, 2, dtype=torch.float64)  # per rank: samples, target tokens
+    counts[dist.rank] = torch.tensor([float(step_item["n"]), float(local)], dtype=torch.float64)
+    counts = dist.all_reduce_sum(counts)
+    total = float(counts[:, 1].sum().item())
     if total == 0:
         raise ValueError(f"step {step_item['step']}: the batch has no target tokens (empty actions and answers)")
     sums = torch.zeros(
@@ -123,6 +126,8 @@ def _step_loss(model, policy, step_item: dict[str, Any], dist: Dist, precision: 
         "action_acc": float(sums[1] / a_n) if a_n else None,
         "text_acc": float(sums[4] / t_n) if t_n else None,
         "tokens": int(a_n + t_n),
+        "rank_samples": [int(n) for n in counts[:, 0].tolist()],
+        "rank_target_tokens": [int(n) for n in counts[:, 1].tolist()],
     }
     if not train:
         l1 = dist.all_reduce_sum(torch.tensor([l1_sum, float(l1_n)], dtype=torch.float64))
@@ -197,30 +202,42 @@ def _check_identity(out: Path, cfg: dict[str, Any], dist: Dist) -> None:
 
 def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, build_policy) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
-    _check_identity(out, cfg, dist)
-    ckpt_root = out / "checkpoints"
-    if dist.main:
-        clean_partial(ckpt_root)
-    dist.barrier()
     memory = None
     if pcfg.inputs.uses_memory:  # memory inputs: the data config's, or what the policy's inputs imply
-        memory = dcfg.memory or _memory_inputs_for(pcfg)
-    train_src, val_src, weights, masks = build_sources(dcfg, pcfg.chunk, memory, out / "memory_cache", tcfg.seed)
+        memory = dcfg.memory or _memory_inputs_for(pcfg, mcfg)
+    train_src, val_src, weights, masks = build_sources(
+        dcfg, pcfg.chunk, memory, out / "memory_cache", tcfg.seed, tuple(pcfg.inputs.cameras)
+    )
     stats = action_statistics(train_src, masks)
     if not stats:
         from vla.actions import ActionStats
 
         stats = {
-            "none": ActionStats.from_actions(np.zeros((2, pcfg.action_dim)))
+            "none": ActionStats.from_actions(np.zeros((2, pcfg.action_dim or 1)))
         }  # QA-only training: no actions to learn
+    if not pcfg.action_dim:  # policy.action_dim=0: the data's (the run's identity holds the number)
+        from vla.policy import resolve_action_dim
+
+        pcfg = resolve_action_dim(pcfg, stats)
+        cfg = {**cfg, "policy": {**cfg["policy"], "action_dim": pcfg.action_dim}}
+    _check_identity(out, cfg, dist)
+    ckpt_root = out / "checkpoints"
+    if dist.main:
+        clean_partial(ckpt_root)
+    dist.barrier()
     if memory is not None:  # inference rebuilds the very memory inputs the policy learned from
         from dataclasses import replace
 
         from vla.transforms.memory import MemoryInputsConfig
 
         pcfg = replace(pcfg, memory=_plain_cfg(MemoryInputsConfig.from_dict(memory)))
+    proprio = None
+    if pcfg.inputs.proprio == "token":
+        proprio = {k: v for k, v in proprio_statistics(train_src).items() if k in stats}
+        if not proprio:
+            raise ValueError("policy.inputs.proprio=token but no training source has state vectors")
     torch.manual_seed(tcfg.seed)
-    policy = build_policy(mcfg, pcfg, stats, dist.device)
+    policy = build_policy(mcfg, pcfg, stats, dist.device, proprio)
     start, state = 0, None
     done = checkpoints(ckpt_root)
     if done:  # resume: every weight before wrapping, then optimizer, scheduler and RNG
@@ -228,6 +245,12 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
         load_weights(policy, path / WEIGHTS_FILE)
         state = load_train_state(path)
         start = int(state["step"])
+        if dist.main:
+            print(f"vla-train: resuming from {path} (step {start} of {tcfg.steps})", file=sys.stderr, flush=True)
+    elif tcfg.init_from:
+        report = init_weights(policy, Path(tcfg.init_from))
+        if dist.main:
+            (out / "init_from.json").write_text(json.dumps(report, indent=2))
     keep_keys = canonical_keys(policy)  # one name per shared tensor, taken before FSDP re-creates the parameters
     model = wrap(policy, dist)
     opt = make_optimizer(policy, tcfg)
@@ -273,7 +296,7 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
             raise FloatingPointError(f"step {step}: gradient norm is {float(gnorm)}; lower train.lr")
         opt.step()
         sched.step()
-        n_log, tok_log = n_log + item["n"] * dist.world, tok_log + row["tokens"]
+        n_log, tok_log = n_log + sum(row["rank_samples"]), tok_log + row["tokens"]
         if dist.main and ((step + 1) % tcfg.log_every == 0 or step + 1 == tcfg.steps):
             dt = max(time.perf_counter() - t_log, 1e-9)
             last = {
@@ -322,20 +345,50 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
     return summary
 
 
+def init_weights(policy, path: Path) -> dict[str, Any]:
+    """Copy into ``policy`` every tensor of the policy at ``path`` (a training checkpoint or an exported
+    policy directory) whose name and shape match; returns what was loaded and what was left as built."""
+    from vla.policy import load_policy
+
+    if (path / WEIGHTS_FILE).is_file():
+        from safetensors.torch import load_file
+
+        theirs = load_file(str(path / WEIGHTS_FILE))
+    else:
+        try:
+            theirs = load_policy(path).state_dict()  # an exported directory
+        except ValueError as exc:
+            raise ValueError(f"train.init_from={path}: {exc}") from None
+    own = policy.state_dict()
+    same = {k: v for k, v in theirs.items() if k in own and tuple(v.shape) == tuple(own[k].shape)}
+    if not same:
+        raise ValueError(f"train.init_from={path}: no tensor of that policy fits this one (another architecture?)")
+    policy.load_state_dict(same, strict=False)
+    shared = set(canonical_keys(policy))
+    return {
+        "from": str(path),
+        "loaded": len([k for k in same if k in shared]),
+        "kept_as_built": sorted(k for k in shared if k not in same),
+        "not_used": sorted(k for k in theirs if k not in same),
+    }
+
+
 def _plain_cfg(dc) -> dict[str, Any]:
     from dataclasses import asdict
 
     return json.loads(json.dumps(asdict(dc), default=list))
 
 
-def _memory_inputs_for(pcfg) -> dict[str, Any]:
-    """Memory-input config implied by the policy's inputs (map image of the policy's size, text table)."""
+def _memory_inputs_for(pcfg, mcfg) -> dict[str, Any]:
+    """Memory-input config implied by the policy's inputs (a map image of the size the model sees --
+    ``inputs.image_size``, or the model's when that is 0 -- and the text table)."""
     inputs = []
     if pcfg.inputs.memory_map:
         inputs.append("topdown")
     if pcfg.inputs.memory_text:
         inputs += ["objects", "text"]
-    return {"inputs": inputs, "map_size": [pcfg.inputs.image_size, pcfg.inputs.image_size]}
+    size = int(pcfg.inputs.image_size) or int(mcfg.image_size)
+    return {"inputs": inputs, "map_size": [size, size]}
 
 
 @torch.no_grad()
@@ -388,7 +441,7 @@ def _save(
             step,
             state,
             _policy_meta(policy),
-            lambda p: write_statistics(p, policy.stats),
+            lambda p: write_statistics(p, policy.stats, proprio=policy.proprio_for_stats_file()),
             train_state,
             cfg,
             tcfg.keep_last,

@@ -247,15 +247,19 @@ class MemoryInputs:
             return TopDownFrame(float(c[0] - sx), float(c[1] - sy), float(c[0] + sx), float(c[1] + sy), W, H)
         return mem.default_frame(width=w, height=h)
 
-    def entries(self, instruction: str = "") -> dict[str, Any]:
+    def entries(
+        self, instruction: str = "", view: np.ndarray | None = None, target: np.ndarray | None = None
+    ) -> dict[str, Any]:
         """The ``memory/*`` entries (without the prefix) for the memory's current state; objects named
-        in ``instruction`` lead the table."""
+        in ``instruction`` lead the table. ``view``: the pose (memory frame) the table's directions and
+        distances are measured from, instead of the agent's last one (a question's current view, where
+        the memory localised it); ``target``: a point (memory frame) whose object leads the table,
+        marked ``[target]`` (the object a question is about, as the memory resolved it)."""
         cfg, mem = self.config, self.memory
         out: dict[str, Any] = {"frames": int(mem.n_frames)}
         if mem.n_frames == 0:
             return out
-        pose = mem.agent_pose()
-        T = pose.T_world_cam
+        T = mem.agent_pose().T_world_cam if view is None else np.asarray(view, dtype=np.float64)
         rotate = cfg.map_frame == "ego_up"
         need_frame = "topdown" in cfg.inputs or "objects" in cfg.inputs
         frame = self.map_frame(1.5 if rotate else 1.0) if need_frame else None
@@ -272,7 +276,7 @@ class MemoryInputs:
             out["agent/point"] = self._grid(frame, M, T[:2, 3][None])[0]
             out["agent/heading_deg"] = 0.0 if M is not None else heading
         if "objects" in cfg.inputs or "text" in cfg.inputs:
-            table = self.object_table(T, frame, instruction, M)
+            table = self.object_table(T, frame, instruction, M, target)
             if "objects" in cfg.inputs:
                 out.update({f"objects/{k}": v for k, v in table.items()})
             if "text" in cfg.inputs:
@@ -290,27 +294,39 @@ class MemoryInputs:
         return np.clip(g, 0, 999).astype(np.int32).reshape(-1, 2)
 
     def object_table(
-        self, T_world_cam: np.ndarray, frame: TopDownFrame | None, instruction: str = "", M: np.ndarray | None = None
+        self,
+        T_world_cam: np.ndarray,
+        frame: TopDownFrame | None,
+        instruction: str = "",
+        M: np.ndarray | None = None,
+        target: np.ndarray | None = None,
     ) -> dict[str, np.ndarray]:
         from spatial_memory.queries import normalise_category
 
         said = f" {normalise_category(instruction)} "
+        objects = self.memory.objects()
+        goal = None
+        if target is not None and objects:  # the object at the target point (its centre nearest to it)
+            c = np.array([o.center for o in objects], dtype=np.float64)
+            goal = int(np.argmin(np.linalg.norm(c - np.asarray(target, dtype=np.float64)[:3], axis=1)))
         rows = []
-        for o in self.memory.objects():
+        for i, o in enumerate(objects):
             direction, distance = egocentric_bearing(T_world_cam, o.center)
             named = f" {normalise_category(o.category)} " in said
-            rows.append((not named, distance, direction, o))
-        rows.sort(key=lambda r: (r[0], r[1]))
+            rows.append((i != goal, not named, distance, direction, o))
+        rows.sort(key=lambda r: r[:3])
         rows = rows[: int(self.config.max_objects)]
         n = len(rows)
-        centers = np.array([r[3].center for r in rows], dtype=np.float32).reshape(n, 3)
+        centers = np.array([r[4].center for r in rows], dtype=np.float32).reshape(n, 3)
         table = {
-            "id": np.array([r[3].id for r in rows], dtype=np.str_),
-            "category": np.array([r[3].category for r in rows], dtype=np.str_),
-            "direction_deg": np.array([r[2] for r in rows], dtype=np.float32),
-            "distance_m": np.array([r[1] for r in rows], dtype=np.float32),
+            "id": np.array([r[4].id for r in rows], dtype=np.str_),
+            "category": np.array([r[4].category for r in rows], dtype=np.str_),
+            "direction_deg": np.array([r[3] for r in rows], dtype=np.float32),
+            "distance_m": np.array([r[2] for r in rows], dtype=np.float32),
             "center": centers,
         }
+        if goal is not None:
+            table["target"] = np.array([not r[0] for r in rows], dtype=bool)
         if frame is not None:
             table["point"] = self._grid(frame, M, centers[:, :2]).reshape(n, 2)
         return table
@@ -350,11 +366,14 @@ def _heading_up(frame: TopDownFrame, agent_xy: np.ndarray, heading_deg: float, s
 
 
 def object_table_text(table: dict[str, np.ndarray], max_rows: int | None = None) -> str:
-    """The object table in words, nearest first: ``"bowl: 35 deg left, 1.2 m; plate: 10 deg right, 0.4 m"``."""
+    """The object table in words, nearest first: ``"bowl: 35 deg left, 1.2 m; plate: 10 deg right, 0.4 m"``
+    (a row of ``table["target"]`` leads, as ``"[target] bowl: ..."``)."""
     parts = []
     n = len(table.get("category", ()))
+    flags = table.get("target")
     for i in range(n if max_rows is None else min(n, max_rows)):
         d = float(table["direction_deg"][i])
         side = "ahead" if abs(d) < 0.5 else (f"{abs(d):.0f} deg left" if d > 0 else f"{abs(d):.0f} deg right")
-        parts.append(f"{table['category'][i]}: {side}, {float(table['distance_m'][i]):.1f} m")
+        mark = "[target] " if flags is not None and bool(flags[i]) else ""
+        parts.append(f"{mark}{table['category'][i]}: {side}, {float(table['distance_m'][i]):.1f} m")
     return "; ".join(parts) if parts else "nothing seen yet"

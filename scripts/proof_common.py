@@ -1,0 +1,71 @@
+"""Shared pieces of the CPU learning proof (scripts/cpu_proof.py): running the project's own commands,
+reading their results, the shared training budget and the checkpoint choice."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+HOUSE_MEMORY = (
+    "{inputs: [topdown, objects, text], map_level: easy, map_frame: ego_up, map_extent_m: 10.0, "
+    "map_size: [112, 112], max_objects: 8}"
+)
+
+
+def run(cmd: list[str], log: Path) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print("$", " ".join(cmd), flush=True)
+    with open(log, "a") as fh:
+        r = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT)
+    if r.returncode != 0:
+        raise SystemExit(f"failed ({r.returncode}): {' '.join(cmd)} -- see {log}")
+
+
+def summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+def checkpoints(train_out: Path) -> list[Path]:
+    return sorted((train_out / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
+
+
+def budget(a, batch: int, val_every: int) -> list[str]:
+    """The training budget every arm of a proof shares: steps, batch, lr, checkpoints, validation."""
+    return [
+        f"train.steps={a.steps}",
+        f"train.batch_size={batch}",
+        f"train.lr={a.lr}",
+        "train.vision_lr_scale=1.0",
+        f"train.save_every={a.steps // a.checkpoints}",
+        f"train.keep_last={a.checkpoints}",
+        f"train.val_every={val_every}",
+        "train.loader_workers=1",
+        "progress=false",
+    ]
+
+
+def only(a, arms: dict) -> dict:
+    """The arms named by ``--arms`` (default: both): two processes can train one arm each at once."""
+    names = [n for n in a.arms.split(",") if n] if a.arms else list(arms)
+    unknown = sorted(set(names) - set(arms))
+    if unknown:
+        raise SystemExit(f"--arms: unknown arm(s) {unknown}; this proof has {sorted(arms)}")
+    return {n: arms[n] for n in arms if n in names}
+
+
+def choose(a, train_out: Path, scores: dict, score) -> str | None:
+    """The checkpoint an arm is tested with: the best on val (ties: the later one), or, with
+    ``--select final``, the last one -- fixed before any result is seen, for when val costs too much."""
+    if a.select == "final":
+        cks = checkpoints(train_out)
+        return cks[-1].name if cks else None
+    return max(scores, key=lambda k: (score(k), int(k.split("_")[1]))) if scores else None
+
+
+def _mean(v) -> float:
+    return float(v["mean"]) if isinstance(v, dict) else float(v)

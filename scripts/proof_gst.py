@@ -1,0 +1,117 @@
+"""The CPU learning proof on GST questions as visual QA (scripts/cpu_proof.py gst).
+
+Both arms see the question's current view, map and options; the memory arm sees what its spatial
+memory made of the question's sensor stream -- the top-down map and the object table measured from
+the current view, its target first and marked (vla/data/stream_memory.py) -- the video arm 8 frames
+of the video instead. Answers are taught as the benchmark scores them (short digit sequences)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from proof_common import BIN, _mean, budget, checkpoints, choose, only, run
+
+
+def gst(a) -> dict:
+    R = Path(a.root)
+    sets = {"train": a.train_scenes, "val": a.val_scenes, "test": a.test_scenes}
+    if a.stage in ("all", "record"):
+        for split, n in sets.items():
+            run(
+                [
+                    str(BIN / "vla-gst"),
+                    "generate",
+                    "env=house",
+                    f"split={split}",
+                    f"scenes={n}",
+                    f"out={R / 'questions' / split}",
+                    "progress=false",
+                ],
+                R / "logs/generate.log",
+            )
+    arms = only(
+        a,
+        {
+            "memory": [
+                "policy.inputs.memory_map=true",
+                "policy.inputs.memory_text=true",
+                "data.memory={inputs: [topdown, objects, text], map_level: easy, map_size: [112, 112], max_objects: 8}",
+                f"data.cache_dir={R / 'stream_cache'}",  # each question stream fused once, shared with the evals
+            ],
+            "no_memory": [],
+        },
+    )
+    common = [
+        "model=tiny_qwen2_5_vl",
+        "policy=house",
+        "policy.inputs.cameras=[]",
+        "data=gst_qa",
+        f"data.paths=[{R / 'questions' / 'train'}]",
+        "data.val_fraction=0",
+        *budget(a, batch=8, val_every=0),
+    ]
+    if a.stage in ("all", "train"):
+        for arm, extra in arms.items():
+            run([str(BIN / "vla-train"), *common, *extra, f"out={R / 'train' / arm}"], R / f"logs/train_{arm}.log")
+    results: dict = {"val": {}, "test": {}}
+    if a.stage in ("all", "select", "test", "table") and a.select == "val":
+        for arm in arms:
+            for ck in checkpoints(R / "train" / arm):
+                out = R / "val" / arm / ck.name
+                if a.stage != "table":
+                    run(
+                        [
+                            str(BIN / "vla-gst"),
+                            "eval",
+                            "agent=vla",
+                            f"agent.checkpoint={ck}",
+                            f"agent.memory_cache={R / 'stream_cache'}",
+                            f"questions={R / 'questions' / 'val'}",
+                            f"out={out}",
+                            "progress=false",
+                        ],
+                        R / "logs/val.log",
+                    )
+                if (out / "scores.json").exists():
+                    results["val"].setdefault(arm, {})[ck.name] = json.loads((out / "scores.json").read_text())[
+                        "overall"
+                    ]
+    if a.stage in ("all", "test", "table"):
+        for arm in arms:
+            scores = results["val"].get(arm, {})
+            best = choose(a, R / "train" / arm, scores, lambda k: _mean(scores[k]))
+            if best is None:
+                continue
+            out = R / "test" / arm
+            if a.stage != "table":
+                run(
+                    [
+                        str(BIN / "vla-gst"),
+                        "eval",
+                        "agent=vla",
+                        f"agent.checkpoint={R / 'train' / arm / 'checkpoints' / best}",
+                        f"agent.memory_cache={R / 'stream_cache'}",
+                        f"questions={R / 'questions' / 'test'}",
+                        f"out={out}",
+                        "progress=false",
+                    ],
+                    R / "logs/test.log",
+                )
+            results["test"][arm] = {"checkpoint": best, **json.loads((out / "scores.json").read_text())}
+        for name in ("memory", "random"):
+            out = R / "test" / f"{name}_agent"
+            if a.stage != "table":
+                run(
+                    [
+                        str(BIN / "vla-gst"),
+                        "eval",
+                        f"agent={name}",
+                        f"questions={R / 'questions' / 'test'}",
+                        f"out={out}",
+                        "progress=false",
+                    ],
+                    R / "logs/test.log",
+                )
+            results["test"][f"{name}_agent"] = json.loads((out / "scores.json").read_text())
+    return results

@@ -1,0 +1,181 @@
+"""The CPU learning proof on the apartments (scripts/cpu_proof.py house): "go to the <object>".
+
+Behaviour cloning on the memory navigator's demonstrations (round 0), then ``--dagger`` rounds of
+DAgger: the round's learner drives on train apartments (trials no demonstration used), the memory
+navigator -- not privileged: its action is a function of the memory built from the very frames the
+learner sees -- labels every state (``agent=dagger``, ``record_keep=all``), and the next round trains
+on everything so far, starting from the previous round's weights (``train.init_from``). Both arms
+get the same demonstrations, rounds, rollouts and steps. The checkpoint tested is the best round's
+final one on the val apartments; results are split by whether the target was in view at the start.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from proof_common import BIN, HOUSE_MEMORY, budget, checkpoints, only, run, summary
+
+ARMS = {"memory": ["policy=house_memory", f"data.memory={HOUSE_MEMORY}"], "no_memory": ["policy=house"]}
+
+
+def house(a) -> dict:
+    R = Path(a.root)
+    env = ["env=house", "env.stop_action=true"]
+    if a.stage in ("all", "record"):
+        run(
+            [
+                str(BIN / "vla-rollout"),
+                *env,
+                "env.split=train",
+                f"env.num_scenes={a.scenes}",
+                "eval.trials_per_task=2",
+                "agent=memory",
+                f"eval.workers={a.workers}",
+                f"record={R / 'demos'}",
+                f"out={R / 'rec'}",
+                "progress=false",
+            ],
+            R / "logs/record.log",
+        )
+    arms = only(a, ARMS)
+    common = [
+        "model=tiny_qwen2_5_vl",
+        "policy.action_dim=4",
+        f"policy.chunk={a.house_chunk}",
+        "policy.decoding=parallel",
+        "data=house_nav",
+        "data.cameras=[ego]",  # as the first runs had it (the default follows the policy's cameras)
+        "data.action_mask=[true,true,true,false]",
+    ]
+    if a.stage in ("all", "train"):
+        for arm, extra in arms.items():
+            for r in range(a.dagger + 1):
+                _round(a, R, env, common, arm, extra, r)
+    results: dict = {"val": {}, "test": {}}
+    val = [*env, "env.split=val", f"env.num_scenes={a.val_scenes}", "eval.trials_per_task=1"]
+    test = [*env, "env.split=test", f"env.num_scenes={a.test_scenes}", "eval.trials_per_task=1"]
+    for arm in arms:
+        for r in range(a.dagger + 1):
+            ck = _final(R, arm, r)
+            if ck is None:
+                continue
+            out = R / "val" / arm / f"round{r}"
+            if a.stage in ("all", "select", "test") and a.select == "val":
+                _rollout(a, [*val, "agent=vla", f"agent.checkpoint={ck}"], out, R / "logs/val.log")
+            if (out / "summary.json").exists():
+                results["val"].setdefault(arm, {})[f"round{r}"] = _nav(out)
+    if a.stage in ("all", "test", "table"):
+        for arm in arms:
+            best = _best_round(a, results["val"].get(arm, {}))
+            ck = None if best is None else _final(R, arm, best)
+            if ck is None:
+                continue
+            out = R / "test" / arm
+            if a.stage != "table":
+                _rollout(a, [*test, "agent=vla", f"agent.checkpoint={ck}"], out, R / "logs/test.log")
+            results["test"][arm] = {"round": best, "checkpoint": str(ck), **_nav(out)}
+        for name in ("memory_navigator", "random"):
+            out = R / "test" / name
+            if a.stage != "table":
+                agent = "agent=memory" if name == "memory_navigator" else "agent=random"
+                _rollout(a, [*test, agent], out, R / "logs/test.log")
+            results["test"][name] = _nav(out)
+    return results
+
+
+def _round(a, R: Path, env: list[str], common: list[str], arm: str, extra: list[str], r: int) -> None:
+    """Round ``r`` of one arm: (r > 0) the previous learner's DAgger rollouts, then training on all data."""
+    data = [R / "demos"] + [R / "dagger" / arm / f"round{i}" for i in range(1, r + 1)]
+    init = []
+    if r > 0:
+        learner = _final(R, arm, r - 1)
+        if learner is None:
+            raise SystemExit(f"{arm}: round {r - 1} has no checkpoint to start round {r} from")
+        _rollout(
+            a,
+            [
+                *env,
+                "env.split=train",
+                f"env.num_scenes={a.dagger_scenes}",
+                f"eval.first_trial={1 + r}",  # trials 0-1 made the demonstrations; each round a new one
+                "eval.trials_per_task=1",
+                "agent=dagger",
+                f"agent.learner={{name: vla, checkpoint: {learner}}}",
+                f"record={R / 'dagger' / arm / f'round{r}'}",
+                "record_keep=all",
+            ],
+            R / "rollouts" / arm / f"round{r}",
+            R / f"logs/dagger_{arm}.log",
+        )
+        init = [f"train.init_from={learner}"]
+    steps = a.steps if r == 0 else a.dagger_steps
+    b = type(a)(**{**vars(a), "steps": steps, "checkpoints": 1})
+    run(
+        [
+            str(BIN / "vla-train"),
+            *common,
+            *extra,
+            f"data.paths=[{','.join(str(p) for p in data)}]",
+            f"data.cache_dir={R / 'memory_cache'}",
+            *budget(b, batch=16, val_every=max(1, steps // 4)),
+            *init,
+            f"out={R / 'train' / arm / f'round{r}'}",
+        ],
+        R / f"logs/train_{arm}.log",
+    )
+
+
+def _final(R: Path, arm: str, r: int) -> Path | None:
+    cks = checkpoints(R / "train" / arm / f"round{r}")
+    return cks[-1] if cks else None
+
+
+def _rollout(a, args: list[str], out: Path, log: Path) -> None:
+    run([str(BIN / "vla-rollout"), *args, f"eval.workers={a.workers}", f"out={out}", "progress=false"], log)
+
+
+def _best_round(a, val: dict) -> int | None:
+    if a.select == "final" or not val:
+        return a.dagger if a.select == "final" else None
+    best = max(val, key=lambda k: (val[k]["success"] or 0, val[k]["spl"] or 0, int(k[5:])))
+    return int(best[5:])
+
+
+def _nav(out: Path) -> dict:
+    """Success, SPL and 'reached' of a run, overall and split by whether the target was in view at the start."""
+    s = summary(out)
+    rows = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines() if x.strip()]
+    split = {}
+    for name, want in (("in_view", True), ("out_of_view", False)):
+        sel = [r for r in rows if r.get("visible_at_start") is want and not r.get("error")]
+        split[name] = {"episodes": len(sel), "success": sum(r["success"] for r in sel) / len(sel) if sel else None}
+    return {
+        "episodes": s["episodes"],
+        "success": s["success_rate"],
+        "spl": s.get("spl"),
+        "reached": s.get("reached"),
+        "path_m": s.get("path_m"),  # mean path walked per episode (the env's per-episode metric)
+        "errors": s["errors"],
+        **split,
+    }
+
+
+def house_table(res: dict) -> str:
+    rows = [
+        "| agent | episodes | success (stop within 1 m, target in view) | SPL | reached | mean path (m) "
+        "| target in view at start | out of view at start | round |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def part(p: dict) -> str:
+        return "-" if p["success"] is None else f"{100 * p['success']:.0f} % of {p['episodes']}"
+
+    for name, r in res.get("test", {}).items():
+        path = f"{r['path_m']:.2f}" if r.get("path_m") is not None else "-"
+        rows.append(
+            f"| {name} | {r['episodes']} | {100 * (r['success'] or 0):.1f} % | {r['spl'] or 0:.3f} | "
+            f"{100 * (r['reached'] or 0):.1f} % | {path} | {part(r['in_view'])} | {part(r['out_of_view'])} | "
+            f"{r.get('round', '-')} |"
+        )
+    return "\n".join(rows)

@@ -1,0 +1,74 @@
+"""DAgger's data collection (``agent=dagger``): the learner acts, the non-privileged teacher labels the
+states the learner visits, and ``record_keep=all`` keeps every episode, labels as ``actions``."""
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from vla.agents import make_agent
+from vla.cli.rollout import main as rollout_main
+
+HOUSE = ["env=house", "env.use_meshes=false", "env.width=64", "env.height=64", "env.num_scenes=1", "env.split=train"]
+
+
+def _args(root, *extra):
+    return [
+        *HOUSE,
+        "env.num_trials=1",
+        "env.max_steps=12",
+        "env.stop_action=true",
+        "eval.trials_per_task=1",
+        "agent=dagger",
+        "agent.learner={name: random}",
+        f"record={root / 'demos'}",
+        f"out={root / 'run'}",
+        "progress=false",
+        *extra,
+    ]
+
+
+def test_the_teachers_labels_are_recorded_on_the_learners_states(tmp_path):
+    assert rollout_main(_args(tmp_path, "record_keep=all")) == 0
+    (demo,) = sorted((tmp_path / "demos").glob("*_demo.hdf5"))
+    with h5py.File(demo, "r") as f:
+        labels, executed = f["data/demo_0/actions"][:], f["data/demo_0/executed_actions"][:]
+        state = f["data/demo_0/obs/state"][:]
+    assert labels.shape == executed.shape and labels.shape[1] == 4 and len(labels) >= 2
+    assert not np.allclose(labels, executed)  # the random learner drove, the navigator labelled
+    # the states are the learner's: the pose moved as the executed (random) actions say, not as the labels
+    # (a random policy's first step turns or moves differently from the navigator's first circle step)
+    assert np.abs(np.diff(state[:, :3], axis=0)).sum() > 0
+    # without record_keep=all the failed episode (random never stops at the goal) leaves no demonstration
+    assert labels[0, 3] < 0.5 and abs(labels[0, 2]) > 0  # the navigator's first label: turn on the spot, no stop
+    assert rollout_main(_args(tmp_path / "default")) == 0
+    assert not list((tmp_path / "default" / "demos").glob("*_demo.hdf5"))
+
+
+def test_a_privileged_teacher_or_missing_learner_is_refused():
+    with pytest.raises(ValueError, match="agent.learner"):
+        make_agent({"name": "dagger"})
+    with pytest.raises(ValueError, match="privileged"):
+        make_agent({"name": "dagger", "learner": {"name": "random"}, "teacher": {"name": "scripted"}})
+
+
+def test_first_trial_runs_a_later_block_of_initial_states(tmp_path):
+    """DAgger rounds and val rollouts use initial states no demonstration used: eval.first_trial."""
+    args = [*HOUSE, "env.max_steps=2", "eval.first_trial=3", "eval.trials_per_task=2", "agent=random"]
+    assert rollout_main([*args, f"out={tmp_path / 'r'}", "progress=false"]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "r" / "episodes.jsonl").read_text().splitlines()]
+    assert sorted(r["trial"] for r in rows) == [3, 4]
+    assert (
+        rollout_main(
+            [
+                *args[:-3],
+                "eval.first_trial=9",
+                "eval.trials_per_task=2",
+                "agent=random",
+                f"out={tmp_path / 'x'}",
+                "progress=false",
+            ]
+        )
+        == 2
+    )  # past the scene's 10 states

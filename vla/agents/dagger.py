@@ -1,0 +1,101 @@
+"""``agent=dagger``: a learner acts, a teacher labels (DAgger's data collection).
+
+Behaviour cloning trains on the states the teacher visits; a learner that errs reaches states no
+demonstration shows, and its errors compound over a long episode. DAgger (Ross et al., 2011) rolls
+the learner out, asks the teacher what it would have done in every state the learner visits, adds
+those labelled states to the data and trains again. Here the learner is any agent (``learner``: an
+agent config, e.g. ``{name: vla, checkpoint: ...}``), the teacher an agent that is not privileged
+(``teacher``: e.g. ``{name: memory}``, the memory navigator, whose action is a function of the
+memory it builds from the very frames the learner sees), and ``beta`` the probability of executing
+the teacher's action instead of the learner's at a step (0: the learner always acts).
+
+Every step both act on the observation; the executed action is returned, the teacher's is
+:meth:`label` (:class:`~vla.agents.base.LabelsActions`), which ``record=DIR`` stores as the
+demonstration's action (``executed_actions`` beside it). Record every episode, not only the
+successful ones: ``vla-rollout ... agent=dagger record=DIR record_keep=all``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from envs.observation import Observation
+from envs.spec import EnvSpec
+
+from .base import Seedable, is_privileged
+
+
+@dataclass(frozen=True)
+class DAggerOptions:
+    learner: dict[str, Any] | None = None  # the agent that acts (e.g. {name: vla, checkpoint: DIR})
+    teacher: dict[str, Any] = field(default_factory=lambda: {"name": "memory"})  # the agent that labels
+    beta: float = 0.0  # probability of executing the teacher's action at a step
+
+    def __post_init__(self) -> None:
+        if not self.learner or "name" not in self.learner:
+            raise ValueError("agent=dagger needs agent.learner={name: ..., ...} (the agent that acts)")
+        if not self.teacher or "name" not in self.teacher:
+            raise ValueError("agent=dagger needs agent.teacher={name: ..., ...} (the agent that labels)")
+        if not 0.0 <= float(self.beta) <= 1.0:
+            raise ValueError(f"agent.beta must be in [0, 1], got {self.beta}")
+
+
+class DAggerAgent:
+    name = "dagger"
+    privileged = False
+
+    def __init__(self, seed: int = 0, **options: Any) -> None:
+        from . import make_agent
+
+        valid = {f.name for f in fields(DAggerOptions)}
+        unknown = sorted(set(options) - valid)
+        if unknown:
+            raise ValueError(f"unknown dagger agent option(s) {unknown}; valid: {sorted(valid)}")
+        self.options = DAggerOptions(**options)
+        self.learner = make_agent(dict(self.options.learner), seed=seed)
+        self.teacher = make_agent(dict(self.options.teacher), seed=seed)
+        for role, agent in (("learner", self.learner), ("teacher", self.teacher)):
+            if is_privileged(agent):
+                raise ValueError(
+                    f"the DAgger {role} {type(agent).__name__} is privileged (it plans on scene truth): "
+                    "labels must come from what the learner's sensors give"
+                )
+        self._rng = np.random.default_rng(seed)
+        self._label: np.ndarray | None = None
+
+    def seed(self, seed: int | tuple[int, ...]) -> None:
+        self._rng = np.random.default_rng(seed)
+        for agent in (self.learner, self.teacher):
+            if isinstance(agent, Seedable):
+                agent.seed(seed)
+
+    def reset(self, instruction: str, spec: EnvSpec) -> None:
+        self.learner.reset(instruction, spec)
+        self.teacher.reset(instruction, spec)
+        self._label = None
+
+    def act(self, observation: Observation) -> np.ndarray:
+        # each agent gets its own copy: the memory transforms add entries to the observation they fuse
+        teacher = np.asarray(self.teacher.act(_copy(observation)), dtype=np.float64)
+        learner = np.asarray(self.learner.act(_copy(observation)), dtype=np.float64)
+        self._label = teacher
+        return teacher if self._rng.random() < float(self.options.beta) else learner
+
+    def label(self) -> np.ndarray | None:
+        return self._label
+
+    def answer(self, question: Any) -> str:
+        return self.learner.answer(question)
+
+    def live_map(self) -> np.ndarray | None:
+        draw = getattr(self.learner, "live_map", None) or getattr(self.teacher, "live_map", None)
+        return draw() if callable(draw) else None
+
+
+def _copy(observation: Observation) -> Observation:
+    from dataclasses import replace
+
+    return replace(observation, memory=dict(observation.memory))
