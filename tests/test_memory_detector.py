@@ -120,3 +120,21 @@ def test_detector_state_round_trips_and_goes_on_identically(world, tmp_path):
     assert [(o.id, o.category) for o in a.objects()] == [(o.id, o.category) for o in b.objects()]
     assert np.array_equal(a.registry.support(), b.registry.support())
     assert np.array_equal(a.voxels.field("hits"), b.voxels.field("hits"))
+
+
+def test_depth_consistency_kernel_equals_its_numpy_reference():
+    """The compiled filter of a detector's mask bleed gives exactly what the numpy version gives."""
+    from spatial_memory.evidence import _depth_consistent_numpy, depth_consistent
+
+    rng = np.random.default_rng(3)
+    for n_slots in (1, 4, 9):
+        n = 4000
+        slot = rng.integers(-1, n_slots, n).astype(np.int32)
+        pts = rng.normal(0, 0.2, (n, 3)).astype(np.float32) + rng.integers(0, 3, (n, 1)).astype(np.float32)
+        bleed = rng.random(n) < 0.1  # a tenth of the points lie on the wall behind
+        pts[bleed, :2] += 2.5
+        slot[:7] = n_slots - 1 if n_slots > 1 else 0  # a tiny segment is left alone
+        got, ref = depth_consistent(slot, pts, n_slots), _depth_consistent_numpy(slot, pts, n_slots)
+        assert np.array_equal(got, ref)
+        assert (got != slot).any()
+    assert np.array_equal(depth_consistent(np.full(5, -1, np.int32), np.zeros((5, 3), np.float32), 2), np.full(5, -1))
