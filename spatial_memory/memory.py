@@ -294,6 +294,15 @@ class SpatialMemory:
             i = int(at[-1]) if len(at) else 0
         return self._traj_T[i] @ invert_T(self._traj_odom[i]) @ T
 
+    def pose_uncertainty(self) -> tuple[float, float]:
+        """(sigma_xy_m, sigma_yaw_rad): how far the latest pose may be off against the map, from the drift
+        correction's covariance (it grows with every motion and shrinks with every accepted fit); (0, 0)
+        without drift correction (the poses are taken as given)."""
+        if self.drift is None:
+            return 0.0, 0.0
+        P = self.drift.P
+        return float(np.sqrt(max(0.5 * (P[0, 0] + P[1, 1]), 0.0))), float(np.sqrt(max(P[2, 2], 0.0)))
+
     # ================================================================================ queries
     def objects(self) -> list[MemoryObject]:
         """The objects in memory (detector mode: the confirmed ones, see :mod:`.objects`)."""
