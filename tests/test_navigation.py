@@ -506,3 +506,79 @@ def test_navigation_benchmark():
         }
     print(json.dumps({"max_steps": env_cfg["max_steps"], **summary}, indent=1))
     assert summary["memory"]["success_rate"] >= 0.8
+
+
+# ================================================================== real sensors: drift, detector ids
+def _drifted_memory():
+    """A memory with drift correction that fused a view at the true pose, then a view of the same room
+    whose odometry is 0.11 m and 2 degrees off: the correction pulls it back onto the map."""
+    from spatial_memory import SpatialMemory
+    from spatial_memory.drift import DriftConfig
+    from spatial_memory.geometry import make_T, rot_z
+    from spatial_memory.synthetic import default_camera
+
+    scene, K = _synthetic()[0], default_camera(128, 128)
+    mem = SpatialMemory(config=replace(SpatialMemory().config, drift=DriftConfig(odom_sigma_m=0.1, odom_sigma_deg=3)))
+    mem.integrate(scene.render(_cam(2.0, 4.0, 0.3), K, 128, 128, step=0))
+    true = np.array([2.2, 4.1, 0.2])
+    R = rot_z(math.radians(2.0))  # odometry = err @ truth: turned 2 degrees about the camera, shifted
+    err = make_T(R, np.r_[true[:2] - R[:2, :2] @ true[:2] + [0.1, -0.05], 0.0])
+    frame = scene.render(_cam(*true), K, 128, 128, step=1)
+    odom_frame = replace(frame, T_world_cam=err @ frame.T_world_cam)
+    mem.integrate(odom_frame)
+    xy = err[:2, :2] @ true[:2] + err[:2, 3]
+    return mem, odom_frame, np.array([xy[0], xy[1], true[2] + math.radians(2.0)]), true
+
+
+def test_navigator_plans_in_the_memory_frame():
+    """With drifting odometry the navigator's pose is the memory's corrected one (its map is there),
+    not the odometry's."""
+    from envs.base import Observation
+
+    from spatial_memory.geometry import camera_yaw
+
+    mem, frame, odom_pose, true = _drifted_memory()
+    cam = mem.agent_pose()
+    # the memory pulled the pose most of the way back (the odometry is 0.11 m off)
+    assert np.hypot(*(cam.position[:2] - true[:2])) < 0.5 * np.hypot(*(odom_pose[:2] - true[:2]))
+    nav = MemoryNavigator()
+    nav.reset("go to the bed")
+    obs = Observation(cameras={"ego": frame}, state=odom_pose, instruction="go to the bed", step=1, sensors={})
+    nav.act(obs, mem)
+    # where it marks itself as standing (its own layers live in the map's frame too)
+    rc = np.argwhere(nav.layers.visited)
+    stood = nav.layers.lattice.cell_to_world(rc).mean(0)
+    assert np.hypot(*(stood - cam.position[:2])) < 0.03 < np.hypot(*(stood - odom_pose[:2]))
+    assert np.hypot(*(nav.pose[:2] - cam.position[:2])) < 1e-6  # the camera stands on the base's centre here
+    assert abs(math.degrees(nav.pose[2] - camera_yaw(cam.T_world_cam))) < 1e-6
+    assert mem.pose_uncertainty()[0] > 0  # and it knows how sure it is
+
+
+def test_target_reached_with_frame_local_detector_ids():
+    """A detector's ids are the frame's own: the target counts as in view when pixels of its category
+    lie on its box, not when some other object of the category is in view."""
+    from vla.agents.navigation import target_reached
+    from vla.agents.navigation.targets import target_visible_fraction
+
+    scene, K = _synthetic()
+    frame = scene.render(_cam(6.0, 2.0, 0.0), K, 64, 64)
+    obj = scene.object("bed")
+    # relabel: fresh ids, and the memory's object carries none (detector mode)
+    ids = np.unique(frame.instance)
+    new = {int(i): 1000 + 7 * k for k, i in enumerate(ids) if i > 0}
+    inst = np.vectorize(lambda i: new.get(int(i), 0))(frame.instance).astype(np.int32)
+    labels = {new[i]: c for i, c in frame.labels.items() if i in new}
+    det = replace(frame, instance=inst, labels=labels)
+
+    class _Obj:
+        center, size, yaw, instance_id = obj.center, obj.size, obj.yaw, None
+
+    shown = np.count_nonzero(frame.instance == obj.instance_id) / frame.instance.size
+    assert shown > 0.01
+    assert target_visible_fraction(_Obj, det, "bed") == pytest.approx(shown, rel=0.3)
+    cfg = NavigatorConfig()
+    near = np.array([obj.center[0] - obj.size[0] / 2 - 0.7, obj.center[1], 0.0])
+    assert target_reached(_Obj, near, det, cfg, "bed")
+    assert not target_reached(_Obj, near, det, cfg, "bed", sigma_xy=0.5)  # unsure of the pose: go closer
+    _Obj.center = obj.center + np.array([0.0, 3.0, 0.0])  # a bed elsewhere: the one in view is not it
+    assert target_visible_fraction(_Obj, det, "bed") == 0.0
