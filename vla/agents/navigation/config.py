@@ -55,9 +55,6 @@ class NavigatorConfig:
     approach_max_m: float = 0.9  # fallback when no goal cell within approach_m sees the target
     success_radius_m: float = 1.0  # own done test: distance to the box ...
     min_visible_fraction: float = 0.001  # ... and the target's share of the ego image
-    stop_sigmas: float = 2.0  # ... less this many sigmas of the pose's uncertainty against the map ...
-    stop_margin_max_m: float = 0.3  # ... at most this much
-    max_target_misses: int = 3  # goal cells a target did not show from before another object (or exploring) is tried
     fov_margin_deg: float = 5.0
     # control
     max_forward_m: float = 0.25  # replaced by the action space's bounds (set_action_limits)

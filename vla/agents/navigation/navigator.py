@@ -21,7 +21,6 @@ from .grid import OccupancyGrid, half_fovs
 from .layers import NavLayers
 from .planning import cost_field, extract_path, segment_clear
 from .targets import approach_cell, parse_target, target_reached
-from .pose import in_memory_frame, pose_sigma
 
 PHASES = ("explore", "goto", "done")
 ALIGN_DEG = 5.0  # a base without sideways motion turns until the path heading is within this
@@ -99,10 +98,6 @@ class MemoryNavigator:
         self._last_clear = -(10**9)
         self._probe: dict | None = None  # pending probes after a bump
         self._goto_retry_at = 0  # no reachable goal near the target: when to look again
-        self._sigma_xy = 0.0  # the memory's pose uncertainty against its map (drift correction), this step
-        self._target_misses: dict[str, int] = {}  # per memory object: goal cells it did not show from
-        self._rejected: set[str] = set()  # objects not taken for the target any more (until blacklists clear)
-        self.pose: np.ndarray | None = None  # the base [x, y, yaw] in the memory's frame, this step
         self.events: list[tuple[int, str]] = []  # (step, what happened): replans, bumps, blacklists
         if self.target_category == "":
             self._event(f"no target in the instruction {instruction!r}: exploring only")
@@ -113,9 +108,7 @@ class MemoryNavigator:
         if self.target_category is None:
             self.reset(str(getattr(obs, "instruction", "")))
         frame = obs.cameras[camera] if camera else next(iter(obs.cameras.values()))
-        frame, pose = in_memory_frame(frame, np.asarray(obs.state, dtype=np.float64)[:3], memory)
-        self.pose = pose
-        self._sigma_xy = pose_sigma(memory)
+        pose = np.asarray(obs.state, dtype=np.float64)[:3]
         self._t += 1
         if self._turns_left < 0:
             hfov = half_fovs(frame)[1] * 2
@@ -148,9 +141,7 @@ class MemoryNavigator:
             self._approach = max(0.3, self._approach - 0.15)
             self._blacklist_goal_here(pose)
             self.phase, self.goal, self._done_steps = "goto", None, 0
-        if self.target is not None and target_reached(
-            self.target, pose, frame, self.config, self.target_category, self._sigma_xy
-        ):
+        if self.target is not None and target_reached(self.target, pose, frame, self.config):
             self.phase = "done"
             self._done_steps = 0
             self._event("target visible and within reach: done")
@@ -179,8 +170,6 @@ class MemoryNavigator:
                 self.layers.fr_black[:] = False
                 self.layers.goal_black[:] = False
                 self._approach = self.config.approach_m
-                self._rejected.clear()
-                self._target_misses.clear()
             action = np.array([0.0, 0.0, self.limits.max_turn])
         return action
 
@@ -233,20 +222,14 @@ class MemoryNavigator:
 
     def _find_target(self, memory: Any):
         """The memory object of the target category with the most sample points (at least
-        ``min_target_points``), a confirmed one first (a detector's false positives and confused labels
-        are objects the memory has not confirmed: :meth:`SpatialMemory.objects`), never one that did not show
-        from ``max_target_misses`` goal cells; None while there is none."""
+        ``min_target_points``); None while there is none."""
         if not self.target_category:
             return None
-        candidates = [
-            o
-            for o in memory.objects_by_category(self.target_category)
-            if o.n_points >= self.config.min_target_points and o.id not in self._rejected
-        ]
-        if not candidates:
-            return None
-        confirmed = {o.id for o in memory.objects()}
-        return max(candidates, key=lambda o: (o.id in confirmed, o.n_points))
+        best = None
+        for o in memory.objects_by_category(self.target_category):
+            if o.n_points >= self.config.min_target_points and (best is None or o.n_points > best.n_points):
+                best = o
+        return best
 
     # ---------------------------------------------------------------------------- planning helpers
     def _set_path(self, goal: _Goal, parent: np.ndarray, cell: tuple[int, int]) -> None:
@@ -402,11 +385,6 @@ class MemoryNavigator:
         self._event("target not visible from the goal: trying another cell")
         self._blacklist_goal_here(pose)
         self.goal = None
-        misses = self._target_misses[obj.id] = self._target_misses.get(obj.id, 0) + 1
-        if misses >= cfg.max_target_misses:  # never in view where it should be: a detector's mistake (or moved)
-            self._rejected.add(obj.id)
-            self._event(f"{obj.id} did not show from {misses} goal cells: looking for another")
-            return None
         dist, parent, _ = cost_field(self.grid, pose, self.config)
         choice = self._target_goal(frame, dist)
         if choice is None:

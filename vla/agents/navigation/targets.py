@@ -53,47 +53,14 @@ def target_points(obj: Any) -> np.ndarray:
     return np.array(pts)
 
 
-def target_visible_fraction(obj: Any, frame: Any, category: str | None = None) -> float:
-    """The share of the image that shows the target. With ids the memory tracks (``obj.instance_id``): its
-    mask. With a detector's frame-local ids: the pixels of the detections of ``category`` whose depth puts
-    them within 0.5 m of the target's box (every 2nd pixel; another object of the category elsewhere in
-    view does not count)."""
-    inst = getattr(frame, "instance", None)
-    if inst is None:
-        return 0.0
-    if obj.instance_id is not None:
-        return float(np.count_nonzero(inst == obj.instance_id)) / inst.size
-    if not category:
-        return 0.0
-    key = normalise_category(category)
-    ids = [i for i, c in (getattr(frame, "labels", None) or {}).items() if normalise_category(c) == key]
-    if not ids:
-        return 0.0
-    sub = inst[::2, ::2]
-    v, u = np.nonzero(np.isin(sub, ids))
-    if len(v) == 0:
-        return 0.0
-    z = np.asarray(frame.depth, dtype=np.float64)[::2, ::2][v, u]
-    ok = np.isfinite(z) & (z > 0)
-    K, T = frame.K, np.asarray(frame.T_world_cam, dtype=np.float64)
-    u, v, z = 2.0 * u[ok], 2.0 * v[ok], z[ok]
-    p = np.stack([(u - K[0, 2]) / K[0, 0] * z, (v - K[1, 2]) / K[1, 1] * z, z], -1) @ T[:3, :3].T + T[:3, 3]
-    near = box_distance(p[:, :2], obj.center, obj.size, obj.yaw) <= 0.5
-    return 4.0 * float(np.count_nonzero(near)) / inst.size
-
-
-def target_reached(
-    obj: Any, pose: np.ndarray, frame: Any, cfg: NavigatorConfig, category: str | None = None, sigma_xy: float = 0.0
-) -> bool:
-    """Our own success estimate: the camera shows the target (at least ``min_visible_fraction`` of the
-    pixels: :func:`target_visible_fraction`) and the base is within ``success_radius_m - 0.1`` of its box,
-    less ``stop_sigmas`` times the pose's uncertainty against the map (at most ``stop_margin_max_m``):
-    an uncertain pose stops closer, where being off by that much still counts."""
-    if target_visible_fraction(obj, frame, category) < cfg.min_visible_fraction:
+def target_reached(obj: Any, pose: np.ndarray, frame: Any, cfg: NavigatorConfig) -> bool:
+    """Our own success estimate: the camera's instance mask shows the target (at least
+    ``min_visible_fraction`` of the pixels) and the base is within ``success_radius_m - 0.1`` of its box."""
+    if obj.instance_id is None or frame.instance is None:
         return False
+    frac = float(np.count_nonzero(frame.instance == obj.instance_id)) / frame.instance.size
     dist = float(box_distance(pose[:2], obj.center, obj.size, obj.yaw))
-    margin = min(cfg.stop_sigmas * sigma_xy, cfg.stop_margin_max_m)
-    return dist <= cfg.success_radius_m - 0.1 - margin
+    return frac >= cfg.min_visible_fraction and dist <= cfg.success_radius_m - 0.1
 
 
 def approach_cell(
