@@ -78,6 +78,20 @@ def test_drift_correction_leaves_exact_odometry_alone(world):
     assert np.allclose(mem.to_memory_frame(frames[10].T_world_cam, int(steps[10])), T[10], atol=1e-9)
 
 
+def test_pose_uncertainty_reports_the_drift_correction(world):
+    """(sigma_xy, sigma_yaw) of the latest pose against the map: (0, 0) without drift correction; with it,
+    positive once the base has moved, and small while every frame fits the map."""
+    _, frames = world
+    plain = SpatialMemory()
+    plain.integrate(frames[0])
+    assert plain.pose_uncertainty() == (0.0, 0.0)
+    mem = SpatialMemory(config=MemoryConfig(drift=DRIFT))
+    for f in frames[:15]:
+        mem.integrate(f)
+    sxy, syaw = mem.pose_uncertainty()
+    assert 0.0 < sxy < 0.05 and 0.0 < syaw < np.radians(2.0)
+
+
 def test_false_positives_stay_unconfirmed_and_confused_duplicates_merge(world):
     scene, frames = world
     cats = CategoryModel.from_groups([("sofa", "bed"), ("table", "desk")], ("vase", "book", "lamp"))
