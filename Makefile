@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.setup-done
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: setup browser demo test test-slow lint bench check-assets clean
+.PHONY: setup browser demo proof test test-slow check-docs lint bench check-assets clean
 
 setup: $(STAMP)
 
@@ -21,6 +21,19 @@ $(STAMP): requirements.lock pyproject.toml
 
 demo: setup
 	$(PY) -m vla.demo
+
+# The smallest learned result, end to end (~10 min on 2 cores): one expert demonstration on a LIBERO
+# init state, the tiny policy over-fitted to it, replayed in closed loop from the same state
+# (docs/POLICY.md, "Does the policy act as it was trained?"); exits non-zero if the replay fails.
+PROOF ?= runs/proof_replay
+proof: setup
+	$(VENV)/bin/vla-rollout env=libero env.suite=libero_object env.init_states=sampled "env.cameras=[agentview,wrist]" \
+	    env.depth=false env.segmentation=false "eval.tasks=[0]" eval.trials_per_task=1 agent=scripted \
+	    record=$(PROOF)/demo out=$(PROOF)/rec progress=false
+	$(VENV)/bin/vla-train model=tiny_qwen2_5_vl policy=libero_oft data=libero data.paths=[$(PROOF)/demo] \
+	    data.val_fraction=0 train.steps=200 \
+	    train.batch_size=16 train.lr=5e-4 train.vision_lr_scale=1.0 out=$(PROOF)/fit
+	$(PY) scripts/replay_check.py $(PROOF)/demo/*_demo.hdf5 $(PROOF)/fit/policy --out $(PROOF)/check
 
 # The live-page test (tests/test_serve_rollout.py) drives Debian's headless Chromium. Install it
 # where apt-get is available as root (CI's machine); elsewhere that one test skips, saying why.
@@ -37,6 +50,11 @@ test: setup browser
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow
+
+# Every command of README.md and docs/*.md, run at tiny size (scripts/check_docs_commands.py; slow:
+# see docs/BENCHMARKS.md for how long). The fast tier composes their configs (tests/test_docs_commands.py).
+check-docs: setup
+	$(PY) scripts/check_docs_commands.py --run
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -41,6 +41,14 @@ class RequiresSimulator(Protocol):
     def require(self, cfg: dict[str, Any]) -> None: ...
 
 
+@runtime_checkable
+class HasProtocolTrials(Protocol):
+    """A family whose evaluation protocol fixes the trials per task (LIBERO: 50, whatever the number
+    of initial states); families without one are evaluated on every initial state of a task."""
+
+    def protocol_trials(self, cfg: dict[str, Any]) -> int: ...
+
+
 # name -> "module:attribute" of an EnvFamily factory (imported on first use)
 _LAZY: dict[str, str] = {
     "libero": "envs.libero.family:LiberoFamily",
@@ -89,6 +97,12 @@ def require(cfg: dict[str, Any]) -> None:
 def list_tasks(cfg: dict[str, Any]) -> list[TaskInfo]:
     fam, rest = _split(cfg)
     return fam.tasks(rest)
+
+
+def protocol_trials(cfg: dict[str, Any]) -> int | None:
+    """The trials per task of the family's evaluation protocol (None: every initial state)."""
+    fam, rest = _split(cfg)
+    return int(fam.protocol_trials(rest)) if isinstance(fam, HasProtocolTrials) else None
 
 
 def make_env(cfg: dict[str, Any], task_id: int = 0) -> VLAEnv:

@@ -78,6 +78,8 @@ class ActionSpec:
             raise ValueError(
                 f"ActionSpec needs low, high and names of one length, got {len(low)}, {len(high)}, {len(names)}"
             )
+        if any(np.isnan(x) for x in low + high):
+            raise ValueError(f"ActionSpec bounds must not be NaN, got {low} / {high}")
         if any(lo > hi for lo, hi in zip(low, high)):
             raise ValueError(f"ActionSpec low must be <= high, got {low} / {high}")
         object.__setattr__(self, "low", low)
@@ -219,15 +221,83 @@ class EnvSpec:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "EnvSpec":
+        """The spec of a plain-data dict (``to_dict``'s form); anything malformed -- a missing or
+        mistyped field, an impossible shape or size, a dtype that is not bool, int, uint, float or
+        unicode -- raises ``ValueError`` naming the field."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"malformed EnvSpec: expected a mapping, got {type(d).__name__}")
         try:
+            family = d["family"]
+            if not isinstance(family, str) or not family:
+                raise ValueError(f"'family' must be a non-empty string, got {family!r}")
+            cameras = _sequence(d.get("cameras", ()), "cameras")
+            sensors = _mapping(d.get("sensors", {}), "sensors")
             return cls(
-                family=str(d["family"]),
-                action=ActionSpec.from_dict(d["action"]),
-                state=ArraySpec.from_dict(d["state"]),
-                cameras=tuple(CameraSpec(**c) for c in d.get("cameras", ())),
-                sensors={k: ArraySpec.from_dict(v) for k, v in d.get("sensors", {}).items()},
-                task=dict(d.get("task", {})),
-                info=dict(d.get("info", {})),
+                family=family,
+                action=ActionSpec.from_dict(_mapping(d["action"], "action")),
+                state=_array_spec(d["state"], "state"),
+                cameras=tuple(_camera_spec(c, f"cameras[{i}]") for i, c in enumerate(cameras)),
+                sensors={_name(k, "sensors"): _array_spec(v, f"sensors[{k!r}]") for k, v in sensors.items()},
+                task=dict(_mapping(d.get("task", {}), "task")),
+                info=dict(_mapping(d.get("info", {}), "info")),
             )
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"malformed EnvSpec: {exc!r}") from exc
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            msg = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise ValueError(f"malformed EnvSpec: {msg}") from None
+
+
+MAX_CAMERA_SIDE = 16384
+_SPEC_DTYPE_KINDS = "biufU"
+
+
+def _mapping(v: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(v, Mapping):
+        raise ValueError(f"{what!r} must be a mapping, got {type(v).__name__}")
+    return v
+
+
+def _sequence(v: Any, what: str) -> list[Any]:
+    if not isinstance(v, (list, tuple)):
+        raise ValueError(f"{what!r} must be a list, got {type(v).__name__}")
+    return list(v)
+
+
+def _name(v: Any, what: str) -> str:
+    if not isinstance(v, str) or not v or "/" in v:
+        raise ValueError(f"names in {what!r} must be non-empty strings without '/', got {v!r}")
+    return v
+
+
+def _array_spec(v: Any, what: str) -> ArraySpec:
+    v = _mapping(v, what)
+    shape = _sequence(v.get("shape"), f"{what}.shape")
+    if len(shape) > 8 or not all(
+        s is None or (isinstance(s, int) and not isinstance(s, bool) and s >= 0) for s in shape
+    ):
+        raise ValueError(f"{what}.shape must be at most 8 non-negative ints (or null), got {shape!r}")
+    dtype = v.get("dtype")
+    try:
+        ok = isinstance(dtype, str) and np.dtype(dtype).kind in _SPEC_DTYPE_KINDS
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{what}.dtype must name a bool, int, uint, float or unicode dtype, got {dtype!r}")
+    names = v.get("names")
+    if names is not None and not all(isinstance(n, str) for n in _sequence(names, f"{what}.names")):
+        raise ValueError(f"{what}.names must be strings")
+    return ArraySpec(tuple(shape), dtype, tuple(names) if names else None)
+
+
+def _camera_spec(c: Any, what: str) -> CameraSpec:
+    c = _mapping(c, what)
+    extra = sorted(set(c) - {"name", "height", "width", "depth", "instance"})
+    if extra:
+        raise ValueError(f"{what} has unknown field(s) {extra}")
+    name = _name(c.get("name"), f"{what}.name")
+    size = [c.get("height"), c.get("width")]
+    if not all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= MAX_CAMERA_SIDE for x in size):
+        raise ValueError(f"{what}: height and width must be ints in [1, {MAX_CAMERA_SIDE}], got {size}")
+    flags = [c.get("depth", True), c.get("instance", True)]
+    if not all(isinstance(x, bool) for x in flags):
+        raise ValueError(f"{what}: depth and instance must be true or false, got {flags}")
+    return CameraSpec(name, size[0], size[1], flags[0], flags[1])

@@ -7,6 +7,11 @@
     alike. Reported: the controller's infer round-trip latency p50/p99 in each condition, their
     ratio (goal: p99 ratio <= 1.1), and queries answered per second. ``--think-ms`` is the time the
     controller spends between calls (the simulator stepping and rendering); 0 sends back to back.
+(c) **openpi's client vs ours.** One server (``TorchConvPolicy`` served with ``env=house``), one
+    simulator at a time replaying the same recorded observations back to back, alternately
+    through openpi's own ``WebsocketClientPolicy`` (openpi's protocol on ``/openpi``, the house
+    key map) and through our ``PolicyClient``, ``--blocks`` blocks of ``--block-steps`` each:
+    actions/s and round-trip p50/p99 of each, and their ratios.
 (b) **Batching.** N = 1, 2, 4, 8 controlling clients (separate processes) against one server,
     batching on and off: actions/s and the clients' infer latency. Policies: the memory agent (one
     agent per session: a batch is a loop), ``TorchConvPolicy`` below, a small convolutional net
@@ -19,6 +24,7 @@ The server runs in its own process (``python -m vla.serve.cli``), as a user woul
 
     .venv/bin/python scripts/bench_serve.py --out runs/bench_serve.json
     .venv/bin/python scripts/bench_serve.py --part a --think-ms 0
+    .venv/bin/python scripts/bench_serve.py --part c --blocks 8 --block-steps 50
 """
 
 from __future__ import annotations
@@ -191,7 +197,11 @@ class Server:
 
     def close(self) -> None:
         self.proc.terminate()
-        self.proc.wait(30)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -389,9 +399,63 @@ def part_b(args) -> list[dict[str, Any]]:
     return rows
 
 
+def part_c(args) -> dict[str, Any]:
+    """openpi's client and ours against one server, same model, alternating blocks (see the doc)."""
+    from openpi_client.websocket_client_policy import WebsocketClientPolicy
+
+    from vla.serve import PolicyClient
+    from vla.serve.openpi import KeyMap
+
+    size = args.size_b
+    obs, spec = observations(size, 120)
+    keymap = KeyMap.for_env("house")
+    house = ["env=house", "env.split=test", "env.num_scenes=1", f"env.width={size}", f"env.height={size}"]
+    srv = Server("agent=random", "agent.name=bench_serve:TorchConvPolicy", *house, "env.render_map=false")
+    lat: dict[str, list[float]] = {"openpi": [], "ours": []}
+    rates: dict[str, list[float]] = {"openpi": [], "ours": []}
+    try:
+        theirs = WebsocketClientPolicy(srv.url + "/openpi")
+        ours = PolicyClient(srv.url).connect()
+        ours.reset(obs[0]["prompt"], spec)
+        sent = {"openpi": [keymap.openpi_observation(o) for o in obs], "ours": obs}
+
+        def call(kind: str, i: int) -> np.ndarray:
+            o = sent[kind][i % len(obs)]
+            return theirs.infer(o)["actions"][0] if kind == "openpi" else ours.infer(o).action
+
+        for kind in ("openpi", "ours"):  # warm-up, and the same action for the same observation
+            for i in range(args.warmup):
+                call(kind, i)
+        assert np.allclose(call("openpi", 3), call("ours", 3))
+        for b in range(args.blocks):
+            for kind in ("openpi", "ours") if b % 2 == 0 else ("ours", "openpi"):
+                t_block = time.perf_counter()
+                for i in range(args.block_steps):
+                    t0 = time.perf_counter()
+                    call(kind, b * args.block_steps + i)
+                    lat[kind].append((time.perf_counter() - t0) * 1e3)
+                rates[kind].append(args.block_steps / (time.perf_counter() - t_block))
+    finally:
+        for c in (locals().get("ours"), getattr(locals().get("theirs"), "_ws", None)):
+            if c is not None:
+                c.close()
+        srv.close()
+    out: dict[str, Any] = {"policy": "torch-conv", "image": f"{size}x{size}", "blocks": args.blocks}
+    for kind in ("openpi", "ours"):
+        out[kind] = {
+            "actions_per_s": round(float(np.median(rates[kind])), 1),
+            "p50_ms": round(pct(lat[kind], 50), 2),
+            "p99_ms": round(pct(lat[kind], 99), 2),
+        }
+    out["ratio_openpi_over_ours"] = {
+        k: round(out["openpi"][k] / out["ours"][k], 3) for k in ("actions_per_s", "p50_ms", "p99_ms")
+    }
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=("a", "b", "ab"), default="ab")
+    ap.add_argument("--part", choices=("a", "b", "ab", "c"), default="ab")
     ap.add_argument("--out", default=None)
     ap.add_argument("--think-ms", type=float, default=20.0)
     ap.add_argument("--query-clients", type=int, default=8)
@@ -417,6 +481,8 @@ def main() -> int:
         print(json.dumps(result["queries_vs_infer"], indent=2), file=sys.stderr, flush=True)
     if "b" in args.part:
         result["batching"] = part_b(args)
+    if "c" in args.part:
+        result["openpi_vs_ours"] = part_c(args)
     result["machine"]["load_avg_end"] = os.getloadavg()
     text = json.dumps(result, indent=2)
     print(text)

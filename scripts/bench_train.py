@@ -31,13 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 RECIPE = [
     "model=tiny_qwen2_5_vl",
-    "policy=libero",
-    "policy.inputs.cameras=[agentview,wrist]",
-    "policy.inputs.proprio=token",
-    "policy.decoding=parallel",
-    "policy.chunk=8",
+    "policy=libero_oft",
     "data=libero",
-    "data.cameras=[agentview,wrist]",
     "data.val_fraction=0",
     "train.batch_size=16",
     "train.lr=5e-4",
@@ -89,7 +84,9 @@ def breakdown(demos: str, extra: list[str], threads: int, reps: int = 4) -> dict
     mcfg, pcfg = ModelConfig.from_dict(cfg["model"]), PolicyConfig.from_dict(cfg["policy"])
     dcfg, tcfg = DataConfig.from_dict(cfg["data"]), TrainConfig.from_dict(cfg["train"])
     with tempfile.TemporaryDirectory() as tmp:
-        train, _, weights, masks = build_sources(dcfg, pcfg.chunk, None, Path(tmp), tcfg.seed)
+        train, _, weights, masks = build_sources(
+            dcfg, pcfg.chunk, None, Path(tmp), tcfg.seed, tuple(pcfg.inputs.cameras)
+        )
         proprio = proprio_statistics(train) if pcfg.inputs.proprio == "token" else None
         policy = build_policy(mcfg, pcfg, action_statistics(train, masks), "cpu", proprio)
         mix = Mixture(train, weights)

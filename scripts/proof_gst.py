@@ -1,4 +1,9 @@
-"""The CPU learning proof on GST questions as visual QA (scripts/cpu_proof.py gst)."""
+"""The CPU learning proof on GST questions as visual QA (scripts/cpu_proof.py gst).
+
+Both arms see the question's current view, map and options; the memory arm sees what its spatial
+memory made of the question's sensor stream -- the top-down map and the object table measured from
+the current view, its target first and marked (vla/data/stream_memory.py) -- the video arm 8 frames
+of the video instead. Answers are taught as the benchmark scores them (short digit sequences)."""
 
 from __future__ import annotations
 
@@ -31,7 +36,7 @@ def gst(a) -> dict:
             "memory": [
                 "policy.inputs.memory_map=true",
                 "policy.inputs.memory_text=true",
-                "data.memory={inputs: [topdown, objects, text], map_level: easy, map_size: [112, 112]}",
+                "data.memory={inputs: [topdown, objects, text], map_level: easy, map_size: [112, 112], max_objects: 8}",
                 f"data.cache_dir={R / 'stream_cache'}",  # each question stream fused once, shared with the evals
             ],
             "no_memory": [],

@@ -45,6 +45,7 @@ def house(a) -> dict:
         f"policy.chunk={a.house_chunk}",
         "policy.decoding=parallel",
         "data=house_nav",
+        "data.cameras=[ego]",  # as the first runs had it (the default follows the policy's cameras)
         "data.action_mask=[true,true,true,false]",
     ]
     if a.stage in ("all", "train"):
@@ -154,6 +155,7 @@ def _nav(out: Path) -> dict:
         "success": s["success_rate"],
         "spl": s.get("spl"),
         "reached": s.get("reached"),
+        "path_m": s.get("path_m"),  # mean path walked per episode (the env's per-episode metric)
         "errors": s["errors"],
         **split,
     }
@@ -161,18 +163,19 @@ def _nav(out: Path) -> dict:
 
 def house_table(res: dict) -> str:
     rows = [
-        "| agent | episodes | success (stop within 1 m, target in view) | SPL | reached | target in view at start "
-        "| out of view at start | round |",
-        "|---|---|---|---|---|---|---|---|",
+        "| agent | episodes | success (stop within 1 m, target in view) | SPL | reached | mean path (m) "
+        "| target in view at start | out of view at start | round |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
 
     def part(p: dict) -> str:
         return "-" if p["success"] is None else f"{100 * p['success']:.0f} % of {p['episodes']}"
 
     for name, r in res.get("test", {}).items():
+        path = f"{r['path_m']:.2f}" if r.get("path_m") is not None else "-"
         rows.append(
             f"| {name} | {r['episodes']} | {100 * (r['success'] or 0):.1f} % | {r['spl'] or 0:.3f} | "
-            f"{100 * (r['reached'] or 0):.1f} % | {part(r['in_view'])} | {part(r['out_of_view'])} | "
+            f"{100 * (r['reached'] or 0):.1f} % | {path} | {part(r['in_view'])} | {part(r['out_of_view'])} | "
             f"{r.get('round', '-')} |"
         )
     return "\n".join(rows)

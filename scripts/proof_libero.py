@@ -8,17 +8,12 @@ from proof_common import BIN, budget, checkpoints, run, summary
 
 
 RECIPES = {
-    # OpenVLA-OFT's ingredients at tiny size: both cameras, the state through a projector, chunks of 8
-    # decoded in parallel (docs/POLICY.md); the chunk is executed open loop unless --agent says otherwise
-    "oft": [
-        "policy.inputs.cameras=[agentview,wrist]",
-        "policy.inputs.proprio=token",
-        "policy.decoding=parallel",
-        "policy.chunk=8",
-        "data.cameras=[agentview,wrist]",
-    ],
+    # OpenVLA-OFT's ingredients at tiny size (configs/policy/libero_oft.yaml): both cameras, the state
+    # through a projector, chunks of 8 decoded in parallel; the chunk runs open loop unless --agent says
+    # otherwise. data.cameras is spelled out as the first runs had it (the default follows the policy).
+    "oft": ["policy=libero_oft", "data.cameras=[agentview,wrist]"],
     # the previous proof's (OpenVLA / VST): the agentview image only, one action per call, autoregressive
-    "openvla": ["policy.chunk=1"],
+    "openvla": ["policy=libero", "policy.chunk=1"],
 }
 
 
@@ -50,11 +45,10 @@ def libero(a) -> dict:
         )
     common = [
         "model=tiny_qwen2_5_vl",
-        "policy=libero",
         *RECIPES[a.recipe],
         "data=libero",
-        f"data.paths=[{R / 'demos'}]",
-        "data.val_fraction=0.1",  # episodes held out for the val loss (by id hash: 6 of the 56 recorded)
+        f"data.paths=[{','.join(str(p) for p in sorted((R / 'demos').glob('*_demo.hdf5')))}]",  # the merged files
+        "data.val_fraction=0.1",  # episodes held out for the val loss (by id hash: 6 of the 56 recorded, 50 train)
         *budget(a, batch=16, val_every=max(1, a.steps // 10)),
     ]
     if a.stage in ("all", "train"):

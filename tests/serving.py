@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
+import re
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -18,6 +22,7 @@ import numpy as np
 
 from envs.spec import ActionSpec, ArraySpec, CameraSpec, EnvSpec
 from spatial_memory.synthetic import apartment_scene, apartment_tour, default_camera
+from tests.conftest import ROOT, cli_env
 from vla.serve import PolicyServer, ServeConfig, make_batch_policy
 
 SIZE = 48
@@ -120,6 +125,44 @@ class LinearModel:
 
 
 @contextlib.contextmanager
+def served_process(agent: dict, port: int = 0, timeout: float = 120.0):
+    """A real server in its own process (``python -m tests.serving``) on 127.0.0.1:``port`` (0: any
+    free one); yields ``(url, process)``. Kill the process to take the server away as a crash would;
+    it is killed on exit in any case."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.serving", json.dumps(agent), str(port)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=cli_env(),
+        cwd=ROOT,
+    )
+    lines: list[str] = []
+    found = threading.Event()
+
+    def read() -> None:
+        for line in proc.stderr:
+            lines.append(line)
+            if "listening on ws://" in line:
+                found.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        if not found.wait(timeout):
+            raise RuntimeError(f"the test server did not start: {''.join(lines)[-3000:]}")
+        yield re.search(r"listening on (ws://127\.0\.0\.1:\d+)", "".join(lines)).group(1), proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+def _serve_forever(agent: dict, port: int) -> None:
+    server = PolicyServer(make_batch_policy(agent), ServeConfig(port=port))
+    server.run(lambda srv: print(f"listening on {srv.url}", file=sys.stderr, flush=True))
+
+
+@contextlib.contextmanager
 def served(agent: Any = "memory", expected_spec: EnvSpec | None = None, memory: dict | None = None, **cfg: Any):
     """A real server on 127.0.0.1 (any free port) in a background thread: ``agent`` is a config
     name, a config dict or a ready BatchPolicy."""
@@ -157,3 +200,52 @@ class PickyAgent:
 
     def answer(self, question) -> str:
         return ""
+
+
+class CliServer(str):
+    """The ws:// url of a ``vla-serve`` process, with its ``pid``."""
+
+    pid: int
+
+
+@contextlib.contextmanager
+def serve_cli(*args: str, timeout: float = 120.0):
+    """``vla-serve`` (as ``python -m vla.serve.cli``) on a free port; yields its ws:// url (a
+    :class:`CliServer`, ``.pid`` the process)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vla.serve.cli", *args, "port=0", "log_level=warning"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=cli_env(),
+        cwd=ROOT,
+    )
+    lines: list[str] = []
+    found = threading.Event()
+
+    def read() -> None:
+        for line in proc.stderr:
+            lines.append(line)
+            if "listening on ws://" in line:
+                found.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        if not found.wait(timeout):
+            raise RuntimeError(f"vla-serve did not start: {''.join(lines)[-3000:]}")
+        m = re.search(r"listening on (ws://127\.0\.0\.1:\d+)", "".join(lines))
+        url = CliServer(m.group(1))
+        url.pid = proc.pid
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 0, "".join(lines)[-3000:]
+
+
+if __name__ == "__main__":  # python -m tests.serving '<agent config as JSON>' <port>
+    _serve_forever(json.loads(sys.argv[1]), int(sys.argv[2]))

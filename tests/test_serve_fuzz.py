@@ -1,5 +1,8 @@
-"""Fuzz: well over a thousand malformed messages, each answered with an error reply on the same
-connection, while a well-behaved client keeps stepping; afterwards the server still answers right."""
+"""Fuzz: well over a thousand malformed and hostile messages, each answered with an error reply on
+the same connection, while a well-behaved client keeps stepping -- the fuzzer waits for its next
+step every hundred messages, so a server that stalls it fails the test; afterwards no session is
+poisoned (the fuzzing connection's own session, the listing, the map all still answer right) and
+the well-behaved client still controls its session."""
 
 from __future__ import annotations
 
@@ -14,10 +17,65 @@ from websockets.sync.client import connect
 from tests.serving import LinearModel, served, toy_spec, tour_observations
 from vla.serve import ModelSessions, PolicyClient
 from vla.serve.protocol import METHODS
+from vla.serve.wire import unpack
 
 
 def _array(data: bytes, dtype, shape) -> dict:
     return {"__ndarray__": True, "data": data, "dtype": dtype, "shape": shape}
+
+
+def _not_unicode(names: np.ndarray, code_point: int) -> np.ndarray:
+    cp = np.ascontiguousarray(names).view(np.uint32).copy()
+    cp[0] = code_point
+    return cp.view(names.dtype)
+
+
+def hostile_messages(obs: dict, own: str, other: str) -> list[tuple[str, bytes | str]]:
+    """What a hostile client sends beyond malformed syntax: strings that are not Unicode (in arrays,
+    values and keys), messages of too many values, malformed sensor specs, map frames that make no
+    sense on an empty memory (``own``: the fuzzing connection's session, nothing fused yet), and
+    attempts to take over another client's session (``other``)."""
+    out: list[tuple[str, bytes | str]] = []
+    spec = toy_spec().to_dict()
+
+    def infer(o):
+        return msgpack.packb({"id": 9, "method": "infer", "params": {"observation": o}}, default=_np)
+
+    names = obs["cameras/ego/label_names"]
+    for cp in (0x110000, 0xD800, 0xDC00, 0xDFFF, 0x7FFFFFFF, 0xFFFFFFFF):
+        out.append(("unicode array", infer({**obs, "cameras/ego/label_names": _not_unicode(names, cp)})))
+        arr = _not_unicode(np.array(["sofa"]), cp)
+        out.append(("unicode array param", msgpack.packb({"method": "health", "params": {"a": arr}}, default=_np)))
+    for text in ("\ud800", "a\udfffb", "\udbff\udc00\ud800"):
+        for msg in (
+            {"id": 1, "method": "reset", "params": {"instruction": text, "spec": spec}},
+            {"id": 2, "method": "map.query", "params": {"question": text, "session": own}},
+            {"id": 3, "method": "reset", "params": {"instruction": "x", "spec": {**spec, "family": text}}},
+            {"id": 4, "method": "health", "params": {text: 1}},
+            {"id": text, "method": "health"},
+        ):
+            out.append(("unicode json", json.dumps(msg)))
+    for n in (10_001, 50_000, 1_000_000):
+        out.append(("many values", msgpack.packb({"method": "health", "params": {"x": [None] * n}})))
+    out.append(("many values json", '{"method": "health", "params": {"x": [' + "0," * 20_000 + "0]}}"))
+    out.append(("many keys", msgpack.packb({"method": "health", "params": {f"k{i}": 0 for i in range(8_000)}})))
+    deep: object = [1]
+    for _ in range(40):
+        deep = [deep]
+    out.append(("deep in an array", msgpack.packb({"method": "health", "params": {"x": [deep]}})))
+    for sensors in ([1], "abc", {"x": 5}, {"x": {"shape": [1], "dtype": "|O"}}, {"x": {"shape": [-2], "dtype": "<f4"}}):
+        msg = {"method": "reset", "params": {"instruction": "x", "spec": {**spec, "sensors": sensors}}}
+        out.append(("reset sensors", msgpack.packb(msg)))
+    for cams in ([{"name": "ego", "height": "a", "width": 3}], [{"name": "ego", "height": 10**9, "width": 9}], 4):
+        msg = {"method": "reset", "params": {"instruction": "x", "spec": {**spec, "cameras": cams}}}
+        out.append(("reset cameras", msgpack.packb(msg)))
+    for frame in ({"width": "abc"}, {"width": 3}, {"height": 10**7}, {"frame": "x"}, {"extent_m": -1.0}):
+        for method in ("map.objects", "map.query", "map.topdown"):
+            p = {"session": own, **frame, **({"target": "sofa"} if method == "map.query" else {})}
+            out.append(("empty map frame", msgpack.packb({"id": 8, "method": method, "params": p})))
+    for params in ({"session": other}, {"session": other, "secret": "0" * 32}, {"session": other, "secret": other}):
+        out.append(("takeover", msgpack.packb({"id": 7, "method": "attach", "params": params})))
+    return out
 
 
 def malformed_messages(rng: np.random.Generator, obs: dict) -> list[tuple[str, bytes | str]]:
@@ -169,24 +227,43 @@ def _np(obj):
     raise TypeError(type(obj))
 
 
-def _fuzz(srv, messages, obs, bad_replies) -> None:
-    """Send every malformed message on one connection; each must get an error reply there."""
-    fuzz = connect(srv.url, compression=None, legacy=True)
-    assert msgpack.unpackb(fuzz.recv(timeout=5))["event"] == "metadata"
-    # the fuzzing connection controls a session too, so infer messages reach validation
-    fuzz.send(msgpack.packb({"id": 0, "method": "reset", "params": {"instruction": "x", "spec": toy_spec().to_dict()}}))
-    assert msgpack.unpackb(fuzz.recv(timeout=10))["ok"]
-    for kind, payload in messages:
+class Progress:
+    """The well-behaved client's steps, and a way to wait for the next one."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.cond = threading.Condition()
+
+    def step(self) -> None:
+        with self.cond:
+            self.steps += 1
+            self.cond.notify_all()
+
+    def wait_beyond(self, n: int, timeout: float) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: self.steps > n, timeout)
+
+
+def _fuzz(srv, fuzz, messages, progress: Progress, bad_replies, stalls) -> None:
+    """Send every message on one connection; each must get an error reply there. Every hundred
+    messages the well-behaved client must have stepped again (a generous wait, not a timing)."""
+    for i, (kind, payload) in enumerate(messages):
+        if i % 100 == 0:
+            seen = progress.steps
+            if not progress.wait_beyond(seen, 60):
+                stalls.append(f"the well-behaved client made no step while message {i} ({kind}) was handled")
         fuzz.send(payload)
-        raw = fuzz.recv(timeout=10)
+        raw = fuzz.recv(timeout=60)
         reply = json.loads(raw) if isinstance(raw, str) else msgpack.unpackb(raw, raw=False)
         if reply.get("ok") is not False or not reply.get("error", {}).get("message"):
             bad_replies.append(f"{kind}: {str(reply)[:200]}")
-    # the same connection still works, and answers correctly
-    fuzz.send(msgpack.packb({"id": 77, "method": "infer", "params": {"observation": obs[1]}}, default=_np))
-    r = msgpack.unpackb(fuzz.recv(timeout=10), raw=False)
-    assert r["ok"] and r["id"] == 77
-    fuzz.close()
+        elif reply["error"]["code"] == "internal":
+            bad_replies.append(f"{kind} answered internal: {reply['error']['message'][:200]}")
+
+
+def _call(ws, method, params=None, rid=77):
+    ws.send(msgpack.packb({"id": rid, "method": method, "params": params or {}}, default=_np))
+    return unpack(ws.recv(timeout=30))
 
 
 def test_a_thousand_malformed_messages_then_correct_answers():
@@ -196,35 +273,67 @@ def test_a_thousand_malformed_messages_then_correct_answers():
     policy = ModelSessions(model, memory={"memory": "apartment", "inputs": ["objects"]})
     bad_replies: list[str] = []
     good_errors: list[str] = []
+    stalls: list[str] = []
+    progress = Progress()
     stop = threading.Event()
-    messages = malformed_messages(rng, obs[0])
-    assert len(messages) >= 1000
     with served(policy) as srv:
+        good_session: list[str] = []
+
         # a well-behaved simulator steps all along
         def good_client() -> None:
-            with PolicyClient(srv.url) as c:
-                c.reset("look around", toy_spec())
-                i = 0
-                while not stop.is_set() and i < 100_000:
-                    o = obs[i % len(obs)]
-                    r = c.infer(o)
-                    if not np.allclose(r.action, LinearModel.expected(o["state"])):
-                        good_errors.append(f"step {i}: {r.action}")
-                    i += 1
+            try:
+                with PolicyClient(srv.url) as c:
+                    good_session.append(c.reset("look around", toy_spec()))
+                    i = 0
+                    while not stop.is_set() and i < 100_000:
+                        o = obs[i % len(obs)]
+                        r = c.infer(o)
+                        if not np.allclose(r.action, LinearModel.expected(o["state"])):
+                            good_errors.append(f"step {i}: {r.action}")
+                        i += 1
+                        progress.step()
+            except Exception as exc:  # noqa: BLE001 - reported below
+                good_errors.append(f"the well-behaved client failed: {type(exc).__name__}: {exc}")
 
         t = threading.Thread(target=good_client, daemon=True)
         t.start()
+        fuzz = connect(srv.url, compression=None, legacy=True, max_size=None)
         try:
-            _fuzz(srv, messages, obs, bad_replies)
+            assert msgpack.unpackb(fuzz.recv(timeout=5))["event"] == "metadata"
+            # the fuzzing connection controls a session too, so infer messages reach validation
+            r = _call(fuzz, "reset", {"instruction": "x", "spec": toy_spec().to_dict()})
+            assert r["ok"], r
+            own = r["result"]["session"]
+            assert progress.wait_beyond(0, 120), good_errors
+            messages = malformed_messages(rng, obs[0]) + hostile_messages(obs[0], own, good_session[0])
+            assert len(messages) >= 1000
+            _fuzz(srv, fuzz, messages, progress, bad_replies, stalls)
+            # nothing was poisoned: the fuzzing connection's session steps and its map answers ...
+            for k in range(3):
+                r = _call(fuzz, "infer", {"observation": obs[k]})
+                assert r["ok"] and np.allclose(r["result"]["action"], LinearModel.expected(obs[k]["state"])), r
+            r = _call(fuzz, "map.query", {"question": "where is the sofa?", "session": own})
+            assert r["ok"] and r["result"]["category"] == "sofa", r
+            assert _call(fuzz, "map.objects", {"session": own})["result"]["frames"] == 3
+            # ... every session is listed (all encodable), the good one still controlled by its own client
+            listed = {x["session"]: x for x in _call(fuzz, "sessions")["result"]["sessions"]}
+            assert listed[good_session[0]]["state"] == "active" and listed[own]["instruction"] == "x"
         finally:
+            fuzz.close()
+            steps_during_fuzz = progress.steps
             stop.set()
-            t.join(30)
+            t.join(60)
         with PolicyClient(srv.url) as c:
+            assert len(c.sessions()) == 2
             c.reset("look around", toy_spec())
             for o in obs:
                 assert np.allclose(c.infer(o).action, LinearModel.expected(o["state"]))
             assert c.query(question="where is the sofa?", session=c.session).category == "sofa"
             h = c.health()
-    assert not bad_replies, f"{len(bad_replies)} malformed messages were not refused: {[b[:60] for b in bad_replies]}"
+    assert not stalls, stalls[:3]
+    assert not bad_replies, (
+        f"{len(bad_replies)} messages were not refused cleanly: {[b[:80] for b in bad_replies[:10]]}"
+    )
     assert not good_errors, good_errors[:3]
+    assert steps_during_fuzz >= len(messages) // 100  # it stepped at least once per hundred messages
     assert h["errors"] >= 1000

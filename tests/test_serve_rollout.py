@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
 import subprocess
 import sys
 import threading
@@ -19,6 +17,7 @@ import pytest
 from spatial_memory import SpatialMemory
 from tests.browser import Chromium, find_chromium
 from tests.conftest import VENV_BIN, cli_env
+from tests.serving import serve_cli, served_process
 from vla.serve import PolicyClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,42 +30,6 @@ HOUSE = [
     "env.use_meshes=false",
     "env.render_map=false",
 ]
-
-
-@contextlib.contextmanager
-def serve_cli(*args: str, timeout: float = 120.0):
-    """``vla-serve`` (as ``python -m vla.serve.cli``) on a free port; yields its ws:// url."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vla.serve.cli", *args, "port=0", "log_level=warning"],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env=cli_env(),
-        cwd=ROOT,
-    )
-    lines: list[str] = []
-    found = threading.Event()
-
-    def read() -> None:
-        for line in proc.stderr:
-            lines.append(line)
-            if "listening on ws://" in line:
-                found.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        if not found.wait(timeout):
-            raise RuntimeError(f"vla-serve did not start: {''.join(lines)[-3000:]}")
-        m = re.search(r"listening on (ws://127\.0\.0\.1:\d+)", "".join(lines))
-        yield m.group(1)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-    assert proc.returncode == 0, "".join(lines)[-3000:]
 
 
 def rollout(*args: str, **kw) -> subprocess.CompletedProcess | subprocess.Popen:
@@ -214,3 +177,43 @@ def test_live_page_follows_a_running_rollout_in_headless_chromium(tmp_path):
                     run.wait(10)
     assert (tmp_path / "live_page.png").stat().st_size > 10_000
     assert np.isfinite([r[1] for r in rows]).all()
+
+
+def test_a_policy_server_killed_mid_run_stops_the_run_and_the_same_command_retries_its_episode(tmp_path):
+    """The server is SIGKILLed while it serves trial 1: the run stops with the reason, the episode in
+    flight is an infrastructure error (in infra_errors.jsonl and the summary, not a failed episode,
+    not in the success rate), and the same command, once a server is back on the address, runs it."""
+    marker = tmp_path / "release"
+    agent = {"name": "tests.agents_for_tests:HangOnTrialAgent", "marker": str(marker), "trial": 1}
+    out = tmp_path / "run"
+    with served_process(agent) as (url, server):
+        args = ["env.num_trials=3", "eval.trials_per_task=3", "env.max_steps=15", "eval.workers=1", "agent=remote"]
+        args += [f"agent.url={url}"]
+        args += ["agent.reconnect_timeout_s=1", f"out={out}"]
+        proc = rollout(*args, background=True)
+        try:
+            while not (tmp_path / "release.held").exists():  # trial 0 is done, trial 1 is held on the server
+                assert proc.poll() is None, proc.communicate()[1][-3000:]
+                threading.Event().wait(0.05)
+        finally:
+            server.kill()
+        _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2, err[-3000:]
+    assert f"the policy server {url} cannot be reached" in err and "run the same command again" in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False and summary["episodes"] == 1 and summary["errors"] == 0
+    assert summary["success_rate"] == summary["successes"]  # over the one finished episode, not over 2
+    assert summary["infra_errors"] == 1 and summary["not_counted"][0]["trial"] == 1
+    infra = [json.loads(line) for line in (out / "infra_errors.jsonl").read_text().splitlines()]
+    assert [(r["trial"], r["infra"]) for r in infra] == [(1, "agent_unavailable")]
+    assert sorted(episodes(out)) == [(0, 0)]
+
+    marker.touch()
+    port = int(url.rsplit(":", 1)[1])
+    with served_process(agent, port=port):
+        r = rollout(*args)  # the same command
+    assert r.returncode == 0, r.stderr[-3000:]
+    eps = episodes(out)
+    assert sorted(eps) == [(0, 0), (0, 1), (0, 2)] and all(e["error"] is None for e in eps.values())
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is True and summary["episodes"] == 3 and summary["infra_errors"] == 0

@@ -75,3 +75,12 @@ def test_a_run_starts_from_another_policys_matching_weights(episode, tmp_path):
         [f"data.paths=[{episode}]", "train.steps=1", f"train.init_from={tmp_path}", f"out={tmp_path / 'x'}"], False
     )
     assert r.returncode != 0 and "init_from" in r.stderr
+
+
+def test_a_memory_policy_trains_without_memory_options_as_the_docs_say(episode, tmp_path):
+    """`vla-train ... policy=house_memory data=house_nav data.paths=[...]` (no data.memory): the memory
+    inputs follow from the policy's (a map of the model's image size), saved with the checkpoint."""
+    out = tmp_path / "mem"
+    _run(["policy=house_memory", f"data.paths=[{episode}]", "train.steps=1", f"out={out}"])
+    meta = json.loads((out / "checkpoints" / "step_1" / "vla_policy.json").read_text())
+    assert meta["policy"]["memory"]["map_size"] == [56, 56] and "topdown" in meta["policy"]["memory"]["inputs"]

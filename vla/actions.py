@@ -1,11 +1,13 @@
 """Action statistics and 256-bin action tokens, compatible with OpenVLA (docs/ARCHITECTURE.md §7).
 
-Normalisation (per dimension, with one dataset key's statistics)::
+Normalisation (per dimension, with one dataset key's statistics), OpenVLA's formulas as published::
 
-    x_n = clip(2 (x - q01) / (q99 - q01) - 1, -1, 1)      dimensions with q01 == q99 map to 0
-    x   = 0.5 (x_n + 1) (q99 - q01) + q01                  (the inverse, unclipped)
+    x_n = clip(2 (x - q01) / (q99 - q01 + 1e-8) - 1, -1, 1)   training (``normalize_action_and_proprio``,
+                                                              BOUNDS_Q99); then 0 wherever min == max
+    x   = 0.5 (x_n + 1) (q99 - q01) + q01                     inference (``OpenVLA.predict_action``)
 
-Dimensions whose ``mask`` entry is False (LIBERO's gripper) pass through both untouched.
+Dimensions whose ``mask`` entry is False (LIBERO's gripper) pass through both, except that training
+zeroes every dimension with min == max, masked off or not.
 
 Tokens: ``bins = np.linspace(-1, 1, n_bins)`` (edges), ``token = vocab_size - digitize(clip(x_n, -1, 1), bins)``
 with numpy's ``digitize`` (``bins[i-1] <= x < bins[i]`` gives ``i``; ``x = 1`` gives ``n_bins``), so the ids are
@@ -24,10 +26,15 @@ Two placements of the ids (``ActionTokenizer.placement``):
 The mapping is saved with a checkpoint (``to_dict``) and decoding uses the saved one; ``verify_tokenizer`` refuses
 a tokenizer/embedding it does not fit (e.g. a decoder built from ``len(tokenizer)`` for a ``last_ids`` model).
 
-Differences from OpenVLA's normalisation code, deliberate: OpenVLA divides by ``q99 - q01 + 1e-8`` in float32
-(TensorFlow) and zeroes dimensions with ``min == max`` (even masked-off ones); here the division is exact in
-float64, dimensions with ``q01 == q99`` are zeroed, and masked-off dimensions are never touched (a constant
-masked gripper round-trips). Statistics and ``dataset_statistics.json`` are OpenVLA's layout exactly.
+Where OpenVLA's training and inference differ (and so do these two functions, on purpose, so that a
+checkpoint behaves as OpenVLA's would; docs/POLICY.md "Action normalisation"): inference has no ``1e-8``,
+so a round trip shrinks a value by the factor ``(q99 - q01) / (q99 - q01 + 1e-8)``; a dimension with
+``min == max`` trains on 0 and comes back as the constant when it is normalised (the span is 0) but as
+the decoded bin centre (~0) when it is masked off; a dimension with ``q01 == q99 < max`` trains on -1 at
+``q01`` and +-1 elsewhere (the ``1e-8`` span) and always comes back as ``q01``. One difference remains:
+OpenVLA evaluates the training formula in float32 (TensorFlow), here it is float64, so a value within
+a float32 rounding of a bin edge may land in the neighbouring bin. Statistics and
+``dataset_statistics.json`` are OpenVLA's layout exactly.
 
 numpy only: importing this module does not import torch or transformers (tokenizers are duck-typed).
 """
@@ -149,14 +156,12 @@ class ActionStats:
         return arr
 
     def normalize(self, x: np.ndarray) -> np.ndarray:
-        """``clip(2 (x - q01) / (q99 - q01) - 1, -1, 1)`` on masked dimensions (0 where q01 == q99); the others
-        unchanged. ``x``: (..., D); returns float64."""
+        """OpenVLA's training normalisation: ``clip(2 (x - q01) / (q99 - q01 + 1e-8) - 1, -1, 1)`` on masked
+        dimensions, the others unchanged, then 0 on every dimension with min == max. ``x``: (..., D); float64."""
         x = self._check(x, "actions")
-        span = self.q99 - self.q01
-        flat = span == 0
-        y = 2.0 * (x - self.q01) / np.where(flat, 1.0, span) - 1.0
-        y = np.where(flat, 0.0, np.clip(y, -1.0, 1.0))
-        return np.where(self.mask, y, x)
+        with np.errstate(over="ignore"):  # a huge x clips to +-1 either way
+            y = np.clip(2.0 * (x - self.q01) / (self.q99 - self.q01 + 1e-8) - 1.0, -1.0, 1.0)
+        return np.where(self.min == self.max, 0.0, np.where(self.mask, y, x))
 
     def unnormalize(self, x_n: np.ndarray) -> np.ndarray:
         """``0.5 (x_n + 1)(q99 - q01) + q01`` on masked dimensions, the others unchanged (OpenVLA's

@@ -34,6 +34,10 @@ class LiberoFamily:
             infos = [replace(t, num_trials=SAMPLED_TRIALS) for t in infos]
         return infos
 
+    def protocol_trials(self, cfg: dict[str, Any]) -> int:
+        """50 trials per task, as OpenVLA, openpi and VST evaluate (also with sampled init states)."""
+        return suites.TRIALS_PER_TASK
+
     def make(self, cfg: dict[str, Any], task_id: int) -> LiberoEnv:
         opts = _options(cfg)
         suite = opts.pop("suite")

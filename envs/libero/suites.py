@@ -18,7 +18,7 @@ MAX_STEPS = {
 }
 SUITES = tuple(MAX_STEPS)
 NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
-TRIALS_PER_TASK = 50
+TRIALS_PER_TASK = 50  # the evaluation protocol's trials per task (eval.trials_per_task unset)
 SEED = 7  # our RNGs (agents, python/numpy/torch in each worker), as OpenVLA's set_seed_everywhere(7)
 
 

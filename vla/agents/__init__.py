@@ -7,8 +7,11 @@ from typing import Any
 
 from .base import (
     Agent,
+    AgentSessionLost,
+    AgentUnavailable,
     DrawsLiveMap,
     HasLiveMemory,
+    InfrastructureError,
     LabelsActions,
     PrivilegedAgent,
     Seedable,
@@ -21,6 +24,7 @@ _AGENTS = {
     "scripted": "vla.agents.scripted:ScriptedAgent",
     "memory": "vla.agents.memory:MemoryAgent",
     "remote": "vla.agents.remote:RemoteAgent",
+    "openpi": "vla.agents.openpi:OpenpiAgent",
     "vla": "vla.agents.vla:VLAAgent",
     "dagger": "vla.agents.dagger:DAggerAgent",
 }
@@ -55,6 +59,9 @@ def make_agent(cfg: dict[str, Any], seed: int = 0) -> Agent:
 
 __all__ = [
     "Agent",
+    "AgentSessionLost",
+    "AgentUnavailable",
+    "InfrastructureError",
     "PrivilegedAgent",
     "Seedable",
     "DrawsLiveMap",

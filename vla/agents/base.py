@@ -74,6 +74,31 @@ class HasLiveMemory(Protocol):
     def live_memory(self) -> Any: ...
 
 
+class InfrastructureError(RuntimeError):
+    """An episode ended by something outside the policy and its task (the policy's server, a worker
+    process, an env that cannot be built): the episode says nothing about the policy. The evaluator
+    keeps it out of success rates, lists it in ``infra_errors.jsonl`` and the summary, and runs it
+    again on the next run of the same command. ``stops_run``: every later episode would end the
+    same way, so the run stops with this reason."""
+
+    kind = "infrastructure"
+    stops_run = False
+
+
+class AgentUnavailable(InfrastructureError):
+    """The agent's server cannot be reached (refused, gone, no reply): the run stops."""
+
+    kind = "agent_unavailable"
+    stops_run = True
+
+
+class AgentSessionLost(InfrastructureError):
+    """The agent's server no longer has this episode's session (it restarted): the episode cannot go
+    on; the next one starts afresh."""
+
+    kind = "session_lost"
+
+
 def is_privileged(agent: Any) -> bool:
     """Whether ``agent`` declared itself privileged (``privileged = True`` and a ``bind`` method)."""
     return getattr(agent, "privileged", False) is True and callable(getattr(agent, "bind", None))

@@ -9,7 +9,11 @@ the server batches the workers' ``infer`` calls. ``reset(instruction, spec)`` se
 ``act(obs)`` sends ``obs.to_dict()`` and returns the action; an action chunk ``(T, dim)`` is played
 out one step at a time before the next call. The connection survives a server-side hiccup (the
 client reconnects and resumes the session); a server that lost the session fails that episode
-with the reason, and the next episode starts afresh. The evaluator's per-episode seeds travel with
+with the reason (:class:`~vla.agents.base.AgentSessionLost`), and the next episode starts afresh. A
+server that cannot be reached (refused, gone for longer than ``reconnect_timeout_s``, no reply in
+``timeout_s``) raises :class:`~vla.agents.base.AgentUnavailable`: the evaluator stops the run with the
+reason and does not count the episode (the same command runs it again once the server is back). The
+evaluator's per-episode seeds travel with
 ``reset``. GST questions are not sent over the socket: ask the served agent's map with
 ``map.query`` (``vla-query``, the live page) instead.
 """
@@ -23,6 +27,8 @@ import numpy as np
 
 from envs.observation import Observation
 from envs.spec import EnvSpec
+
+from .base import AgentSessionLost, AgentUnavailable
 
 
 class RemoteAgent:
@@ -51,10 +57,28 @@ class RemoteAgent:
         if self._client is None:
             from vla.serve.client import PolicyClient
 
-            self._client = PolicyClient(
-                self.url, self.token, timeout_s=self.timeout_s, reconnect_timeout_s=self.reconnect_timeout_s
-            ).connect()
+            self._client = self._reach(
+                "connect",
+                lambda: PolicyClient(
+                    self.url, self.token, timeout_s=self.timeout_s, reconnect_timeout_s=self.reconnect_timeout_s
+                ).connect(),
+            )
         return self._client
+
+    def _reach(self, what: str, call):
+        """``call()``, with the server's absence told apart from the policy's own errors: a lost session
+        or an unreachable server is not a result of the policy (server-side errors pass unchanged)."""
+        import websockets
+
+        from vla.serve.client import SessionLost
+
+        try:
+            return call()
+        except SessionLost as exc:
+            raise AgentSessionLost(f"the policy server {self.url} lost this episode's session: {exc}") from exc
+        except (OSError, websockets.WebSocketException) as exc:  # refused, reset, timed out, gone
+            self.close()
+            raise AgentUnavailable(f"the policy server {self.url} cannot be reached ({what}): {exc}") from exc
 
     @property
     def session(self) -> str | None:
@@ -67,12 +91,14 @@ class RemoteAgent:
         self._queue.clear()
         seed = self._seed
         seed = [int(s) for s in seed] if isinstance(seed, (tuple, list)) else (None if seed is None else int(seed))
-        self.client.reset(instruction, spec, seed=seed)
+        client = self.client
+        self._reach("reset", lambda: client.reset(instruction, spec, seed=seed))
 
     def act(self, observation: Observation) -> np.ndarray:
         if self._queue:
             return self._queue.popleft()
-        r = self.client.infer(observation.to_dict())
+        client, obs = self.client, observation.to_dict()
+        r = self._reach("infer", lambda: client.infer(obs))
         self.last_timing = r.server_timing
         a = np.asarray(r.action, dtype=np.float64)
         if a.ndim == 2:
@@ -88,5 +114,8 @@ class RemoteAgent:
 
     def close(self) -> None:
         if self._client is not None:
-            self._client.close()
+            try:
+                self._client.close()
+            except Exception:  # noqa: BLE001 - closing a connection the server already dropped
+                pass
             self._client = None

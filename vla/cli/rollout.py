@@ -6,7 +6,9 @@
     vla-rollout ... eval.shard=3/16 out=runs/x/shard_3                    # one of 16 shards; vla-merge joins them
 
 Writes ``out/episodes.jsonl`` (one line per finished episode), ``out/summary.json`` and
-``out/videos/*.mp4``. Run the same command again to resume: finished episodes are skipped.
+``out/videos/*.mp4``. Run the same command again to resume: finished episodes are skipped, and
+episodes that infrastructure errors ended (``out/infra_errors.jsonl``: the policy server gone, an
+env that could not be built, a worker lost twice; never counted as failures) run again.
 """
 
 from __future__ import annotations
@@ -101,6 +103,14 @@ def main(argv: list[str] | None = None) -> int:
         + (f", {summary['errors']} errors" if summary["errors"] else "")
         + f" -> {cfg['out']}/summary.json"
     )
+    if summary.get("infra_errors"):
+        first = summary["not_counted"][0]
+        print(
+            f"{summary['infra_errors']} episodes not counted: infrastructure errors (first: task {first['task_id']} "
+            f"trial {first['trial']}: {first['error']}); run the same command again to retry them",
+            file=sys.stderr,
+        )
+        return 3
     return 0
 
 

@@ -7,6 +7,13 @@
   for schedulers without Ray (SLURM array jobs); ``vla-merge`` joins the shards' out dirs.
 * Resume: episodes already in ``episodes.jsonl`` are skipped; a killed run loses at most the
   episodes in flight and never records one twice (a single process appends, one fsync'd line each).
+* Infrastructure errors are not results: an episode ended by one (the policy server gone, an env
+  that cannot be built, a worker lost twice; :class:`~vla.agents.base.InfrastructureError`) goes
+  to ``infra_errors.jsonl``, not ``episodes.jsonl``: success rates leave it out, the summary lists
+  it, and the next run of the same command runs it again. When the policy server is gone the run
+  stops with the reason (:class:`RunStopped`), as it does when a worker cannot build its agent.
+* ``eval.trials_per_task`` unset: the env's own protocol (LIBERO's 50 trials per task; every
+  initial state of an apartment).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from envs.registry import list_tasks, make_env, require
+from envs.registry import list_tasks, make_env, protocol_trials, require
 
 from ..agents import Seedable, make_agent
 from ..rollout.record import DemoRecorder, merge_demos
@@ -29,7 +36,12 @@ from ..rollout.video import VIDEO_MODES, VideoWriter
 from .backends import BACKENDS, run_episodes
 from .identity import check_identity, clean_temporaries, run_identity
 from .shard import parse_shard, select_shard, write_plan
-from .store import EpisodeStore, summarize, write_json_atomic
+from .store import EpisodeStore, InfraLog, infra_summary, summarize, write_json_atomic
+
+
+class RunStopped(ValueError):
+    """An infrastructure error that every later episode would meet too (the policy server is gone):
+    the run stops with the reason; the same command resumes it (a ValueError: the CLIs print one line)."""
 
 
 @dataclass
@@ -40,7 +52,8 @@ class EvalSpec:
     agent: dict[str, Any]
     out: str
     tasks: list[int] | None = None
-    trials_per_task: int = 50
+    trials_per_task: int | None = None  # None: the env's protocol (LIBERO: 50; apartments: env.num_trials)
+    first_trial: int = 0  # trials first_trial .. first_trial + trials_per_task - 1 (e.g. held-out sampled states)
     workers: int = 1
     videos: str = "none"
     video_fps: int = 20
@@ -67,8 +80,10 @@ class EvalSpec:
             raise ValueError(f"eval.videos must be one of {VIDEO_MODES}, got {self.videos!r}")
         if int(self.workers) < 0:
             raise ValueError(f"eval.workers must be >= 0, got {self.workers}")
-        if int(self.trials_per_task) < 1:
+        if self.trials_per_task is not None and int(self.trials_per_task) < 1:
             raise ValueError(f"eval.trials_per_task must be >= 1, got {self.trials_per_task}")
+        if int(self.first_trial) < 0:
+            raise ValueError(f"eval.first_trial must be >= 0, got {self.first_trial}")
         if self.episode_timeout_s is not None and float(self.episode_timeout_s) <= 0:
             raise ValueError(f"eval.episode_timeout_s must be > 0, got {self.episode_timeout_s}")
 
@@ -143,14 +158,21 @@ class EpisodeRunner:
                 self._task = task_id
         except Exception as exc:  # noqa: BLE001 - a broken task fails its episodes, not the run
             error = f"{type(exc).__name__}: {exc}"
-        if error is not None:
-            return {**key, "success": False, "steps": 0, "seconds": 0.0, "error": f"env construction failed: {error}"}
+        if error is not None:  # not a result of the policy: not counted, run again by the next run
+            return {
+                **key,
+                "success": False,
+                "steps": 0,
+                "seconds": 0.0,
+                "error": f"env construction failed: {error}",
+                "infra": "env_construction",
+            }
         if isinstance(self.agent, Seedable):
             self.agent.seed((self.spec.seed, task_id, trial))
         result = run_episode(
             self._env, self.agent, key, self.subscribers, seed=self.spec.seed, perception=self.spec.perception
         )
-        return {
+        rec = {
             **key,
             "success": result.success,
             "steps": result.steps,
@@ -158,6 +180,11 @@ class EpisodeRunner:
             "error": result.error,
             **result.extra,
         }
+        if result.infra is not None:
+            rec["infra"] = result.infra
+            if result.stops_run:
+                rec["stops_run"] = True
+        return rec
 
     def close(self) -> None:
         if self._env is not None:
@@ -178,9 +205,26 @@ def _check_writable(out: Path) -> None:
         raise ValueError(f"output directory {out} is not writable: {exc.strerror or exc}") from exc
 
 
+def with_protocol_trials(spec: EvalSpec) -> EvalSpec:
+    """``spec`` with ``trials_per_task`` resolved: as given, else the env family's protocol number
+    (:func:`envs.registry.protocol_trials`: LIBERO's 50), else every initial state of the tasks."""
+    if spec.trials_per_task is not None:
+        return spec
+    from dataclasses import replace
+
+    require(spec.env)
+    n = protocol_trials(spec.env)
+    if n is None:
+        infos = list_tasks(spec.env)
+        chosen = [t for t in infos if spec.tasks is None or t.task_id in spec.tasks] or infos
+        n = min(t.num_trials for t in chosen)
+    return replace(spec, trials_per_task=int(n))
+
+
 def plan(spec: EvalSpec) -> tuple[dict[int, str], list[tuple[int, int, str]]]:
     """The task names and the ordered list of (task_id, trial, task name) episodes of a spec."""
     require(spec.env)  # a missing simulator fails the run now, not every episode
+    spec = with_protocol_trials(spec)
     infos = {t.task_id: t for t in list_tasks(spec.env)}
     ids = sorted(infos) if spec.tasks is None else list(spec.tasks)
     bad = [t for t in ids if not isinstance(t, int) or t not in infos]
@@ -189,24 +233,32 @@ def plan(spec: EvalSpec) -> tuple[dict[int, str], list[tuple[int, int, str]]]:
     if len(set(ids)) != len(ids):
         raise ValueError(f"eval.tasks lists a task twice: {ids}")
     for t in ids:
-        if spec.trials_per_task > infos[t].num_trials:
-            raise ValueError(
-                f"eval.trials_per_task={spec.trials_per_task} but task {t} ({infos[t].name}) "
-                f"has only {infos[t].num_trials} initial states"
+        if spec.first_trial + spec.trials_per_task > infos[t].num_trials:
+            asked = f"eval.trials_per_task={spec.trials_per_task}" + (
+                f" from eval.first_trial={spec.first_trial}" if spec.first_trial else ""
             )
-    episodes = [(t, k, infos[t].name) for t in ids for k in range(int(spec.trials_per_task))]
+            raise ValueError(f"{asked} but task {t} ({infos[t].name}) has only {infos[t].num_trials} initial states")
+    trials = range(int(spec.first_trial), int(spec.first_trial) + int(spec.trials_per_task))
+    episodes = [(t, k, infos[t].name) for t in ids for k in trials]
     return {t: infos[t].name for t in ids}, episodes
 
 
 def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
     out = Path(spec.out)
     _check_writable(out)
-    if spec.record:
-        _check_writable(Path(spec.record))
+    spec = with_protocol_trials(spec)
     tasks, planned = plan(spec)
     episodes = select_shard(planned, spec.shard)
     infos = {t.task_id: t for t in list_tasks(spec.env)}
-    check_identity(out, run_identity(spec, {t: info for t, info in infos.items() if t in tasks}))
+    identity = run_identity(spec, {t: info for t, info in infos.items() if t in tasks})
+    if spec.record:
+        if not identity["protocol"]["cameras"]:
+            raise ValueError(
+                f"record={spec.record} writes demonstrations with their camera images, but this env renders no "
+                "cameras (env.render=false): drop env.render=false, or drop record="
+            )
+        _check_writable(Path(spec.record))
+    check_identity(out, identity)
     for p in clean_temporaries(out, *([spec.record] if spec.record else [])):
         print(f"removed {p} (left by a killed run)", file=sys.stderr)
     seed_everything(spec.seed)
@@ -219,6 +271,7 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
         header["shard"] = spec.shard
 
     store = EpisodeStore(out / "episodes.jsonl")
+    infra = InfraLog(out / "infra_errors.jsonl")
     for log in logs:
         log.open((int(r["task_id"]), int(r["trial"])) for r in store)
     todo = [e for e in episodes if (e[0], e[1]) not in store]
@@ -227,6 +280,7 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
     def current_summary(complete: bool) -> dict[str, Any]:
         recs = [r for r in store if (int(r["task_id"]), int(r["trial"])) in selected]
         summary = {**summarize(recs, tasks, header), "complete": complete, "planned": len(episodes)}
+        summary.update(infra_summary(infra.pending(selected, store)))
         for log in logs:
             part = log.summary(selected)
             if part is not None:
@@ -249,9 +303,23 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
         "n": len(recs),
         "ok": sum(bool(r["success"]) for r in recs),
         "err": sum(r["error"] is not None for r in recs),
+        "infra": 0,
     }
 
     def on_result(rec: dict[str, Any]) -> None:
+        if rec.get("infra"):  # not a result: recorded apart, run again by the next run
+            for log in logs:
+                rec.pop(log.field, None)
+            infra.append(rec)
+            counts["infra"] += 1
+            bar.set_postfix_str(f"infrastructure errors {counts['infra']} (not counted)")
+            if rec.get("stops_run"):
+                raise RunStopped(
+                    f"stopped: {rec['error']} (task {rec['task_id']} trial {rec['trial']}, not counted); the "
+                    f"finished episodes are kept in {out / 'episodes.jsonl'}: run the same command again when "
+                    "it is back"
+                )
+            return
         for log in logs:  # side rows first: an episode line means all of it is on disk
             log.append(rec, rec.pop(log.field, None))
         store.append(rec)
@@ -262,6 +330,7 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
         bar.set_postfix_str(
             f"success {100 * counts['ok'] / max(counts['n'], 1):.1f}% ({counts['ok']}/{counts['n']})"
             + (f", errors {counts['err']}" if counts["err"] else "")
+            + (f", infrastructure errors {counts['infra']} (not counted)" if counts["infra"] else "")
         )
         bar.update(1)
         if time.time() - last_summary[0] > 5:  # the whole summary (side logs' too) at most every 5 s
@@ -275,6 +344,7 @@ def evaluate(spec: EvalSpec, progress: bool = True) -> dict[str, Any]:
         summary = current_summary(complete=all((t, k) in store for t, k, _ in episodes))
         write_json_atomic(out / "summary.json", summary)
         store.close()
+        infra.close()
         for log in logs:
             log.close()
     if spec.record and spec.merge_record:

@@ -41,6 +41,7 @@ def run_identity(spec, infos: dict[int, Any]) -> dict[str, Any]:
         "extra": spec.extra,
         "seed": int(spec.seed),
         "trials_per_task": int(spec.trials_per_task),
+        **({"first_trial": int(spec.first_trial)} if spec.first_trial else {}),  # absent: 0 (older runs)
         "protocol": protocol(spec.env, infos),
         **({"perception": spec.perception} if spec.perception is not None else {}),
     }

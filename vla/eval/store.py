@@ -22,8 +22,9 @@ def read_episodes(path: str | Path) -> list[dict[str, Any]]:
     return _parse(Path(path))[0]
 
 
-def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str], int]:
-    """(records, their lines, number of torn lines) of a file; a repeated key keeps its first."""
+def _parse(path: Path, keep_repeats: bool = False) -> tuple[list[dict[str, Any]], list[str], int]:
+    """(records, their lines, number of torn lines) of a file; a repeated key keeps its first (all of
+    them with ``keep_repeats``)."""
     records, lines, torn, keys = [], [], 0, set()
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -35,7 +36,7 @@ def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str], int]:
                 torn += 1
                 continue
             key = (int(rec["task_id"]), int(rec["trial"]))
-            if key in keys:
+            if key in keys and not keep_repeats:
                 continue  # cannot happen with one writer; tolerate a hand-edited file
             keys.add(key)
             records.append(rec)
@@ -87,8 +88,52 @@ class EpisodeStore:
         self._fh.close()
 
 
+class InfraLog:
+    """``infra_errors.jsonl``: one line per episode attempt that an infrastructure error ended (the
+    policy server gone, an env that cannot be built, a worker lost twice). Such an episode is not in
+    ``episodes.jsonl``: it counts for nothing and runs again on the next run of the same command;
+    this file keeps the history, and :meth:`pending` says which of them still have no result."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.records: list[dict[str, Any]] = []
+        if self.path.exists():
+            self.records = _parse(self.path, keep_repeats=True)[0]
+        self._fh = None
+
+    def append(self, record: dict[str, Any]) -> None:
+        if self._fh is None:
+            self._fh = open(self.path, "a", encoding="utf-8")
+        self._fh.write(json.dumps(record) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self.records.append(record)
+
+    def pending(self, selected: set[tuple[int, int]], store: "EpisodeStore") -> list[dict[str, Any]]:
+        """The latest infrastructure error of every selected episode that has no result yet."""
+        last: dict[tuple[int, int], dict[str, Any]] = {}
+        for rec in self.records:
+            key = (int(rec["task_id"]), int(rec["trial"]))
+            if key in selected and key not in store:
+                last[key] = rec
+        return [last[k] for k in sorted(last)]
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def infra_summary(pending: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary's account of episodes that infrastructure errors left without a result."""
+    shown = [{k: r.get(k) for k in ("task_id", "trial", "infra", "error")} for r in pending[:20]]  # all: the file
+    return {"infra_errors": len(pending), **({"not_counted": shown} if pending else {})}
+
+
 def summarize(records: list[dict[str, Any]], tasks: dict[int, str], header: dict[str, Any]) -> dict[str, Any]:
-    """``summary.json``: overall and per-task success (errors count as failures and are counted)."""
+    """``summary.json``: overall and per-task success over the episodes with a result (errors of the env
+    or the agent count as failures and are counted; infrastructure errors are not results: they are
+    not in ``records``)."""
     per_task: dict[str, dict[str, Any]] = {}
     for tid, name in sorted(tasks.items()):
         recs = [r for r in records if int(r["task_id"]) == tid]

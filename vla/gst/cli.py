@@ -91,7 +91,10 @@ def _scene_questions(env_cfg, gen_cfg, split, name, task_id, stride, pool, media
     gen = QuestionGenerator(GenConfig(**gen_cfg), split=split)
     env = make_env(env_cfg, task_id)
     try:
-        env.reset(options={"trial": 0})
+        try:
+            env.reset(options={"trial": 0})
+        except RuntimeError as exc:  # a scene with no usable episode: no questions, the run goes on
+            return [], {}, {f"scene skipped: {exc}": 1}
         material = family(env_cfg["name"]).offline_material(env, name, stride=stride, seed=int(gen_cfg["seed"]))
         material.maps = pool[name]  # the same images the distractor pool holds
         gen.start_scene(scene_seed(name))

@@ -38,17 +38,33 @@ def build_policy(
     proprio: dict[str, Any] | None = None,
 ):
     """A new policy: the backbone loaded or built, the action tokenizer placed, statistics (action, and
-    proprio for ``inputs.proprio=token``) attached."""
+    proprio for ``inputs.proprio=token``) attached. ``policy.action_dim=0`` takes the dimension from the
+    statistics (the data's actions)."""
     from vla.actions import ActionTokenizer
 
     from .backbone import load_backbone
     from .model import VLAPolicy
 
-    policy = _with_image_size(policy, model)
+    policy = resolve_action_dim(_with_image_size(policy, model), stats)
     backbone, processor = load_backbone(model, device)
     rows = _embedding_rows(backbone)
     tokenizer = ActionTokenizer.for_tokenizer(processor.tokenizer, rows, policy.placement, policy.n_bins)
     return VLAPolicy(backbone, processor, tokenizer, policy, stats, model, proprio).to(device)
+
+
+def resolve_action_dim(policy: PolicyConfig, stats: dict[str, Any]) -> PolicyConfig:
+    """The policy with ``action_dim`` taken from the statistics when it is 0 (all keys must agree)."""
+    if int(policy.action_dim) != 0:
+        return policy
+    from dataclasses import replace
+
+    dims = {key: s.dim for key, s in stats.items()}
+    if len(set(dims.values())) != 1:
+        raise ValueError(
+            f"policy.action_dim=0 takes the action dimension from the data, but the datasets disagree: {dims}; "
+            "set policy.action_dim"
+        )
+    return replace(policy, action_dim=next(iter(dims.values())))
 
 
 def _with_image_size(policy: PolicyConfig, model: ModelConfig) -> PolicyConfig:
@@ -150,4 +166,12 @@ def _load_extra(policy, file: Path) -> None:
     policy.load_state_dict(state, strict=False)
 
 
-__all__ = ["InputConfig", "ModelConfig", "PolicyConfig", "VLAPolicy", "build_policy", "load_policy"]
+__all__ = [
+    "InputConfig",
+    "ModelConfig",
+    "PolicyConfig",
+    "VLAPolicy",
+    "build_policy",
+    "load_policy",
+    "resolve_action_dim",
+]

@@ -22,7 +22,7 @@ class PolicyConfig:
     chunk: int = 1  # K actions per prediction (K x D tokens)
     decoding: str = "autoregressive"  # autoregressive (one token per forward, KV cache) | parallel (OpenVLA-OFT:
     #                                   K x D query tokens, bidirectional among themselves, one forward pass)
-    action_dim: int = 7
+    action_dim: int = 7  # 0: the dimension of the training data's actions (set when the policy is built)
     dataset_key: str = ""  # statistics used to un-normalise at inference ("" = the only / first key)
     freeze_embeddings: bool = True  # train only the action rows of the embedding matrix
     inputs: InputConfig = field(default_factory=InputConfig)
@@ -35,8 +35,8 @@ class PolicyConfig:
             raise ValueError(f"policy.placement must be last_ids or added_tokens, got {self.placement!r}")
         if self.decoding not in DECODINGS:
             raise ValueError(f"policy.decoding must be one of {DECODINGS}, got {self.decoding!r}")
-        if int(self.chunk) < 1 or int(self.action_dim) < 1 or int(self.n_bins) < 2:
-            raise ValueError("policy.chunk and policy.action_dim must be >= 1, n_bins >= 2")
+        if int(self.chunk) < 1 or int(self.action_dim) < 0 or int(self.n_bins) < 2:
+            raise ValueError("policy.chunk must be >= 1, policy.action_dim >= 0 (0: from the data), n_bins >= 2")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "PolicyConfig":

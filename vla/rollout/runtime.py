@@ -16,7 +16,9 @@ An env may report per-episode numbers in ``info["episode_metrics"]`` (a dict of 
 e.g. the house env's ``spl`` and ``reached``): the final step's values go into the episode row.
 
 Errors: an exception of the env or the agent fails the episode, with the error recorded in the
-result (the caller decides whether the run goes on; the evaluator does). A subscriber that raises
+result (the caller decides whether the run goes on; the evaluator does). An
+:class:`~vla.agents.base.InfrastructureError` (the agent's server is gone, ...) is marked as such
+(``result.infra``): the episode ended, but not by the policy, and is not a failure of it. A subscriber that raises
 does not fail the episode: its error is recorded in ``result.extra["subscriber_errors"]``, it gets
 no more ``on_step`` calls in that episode, and its ``on_episode_end`` still runs (so it can clean
 up), guarded the same way.
@@ -34,7 +36,7 @@ import numpy as np
 
 from envs.base import Observation, VLAEnv
 
-from ..agents.base import is_privileged
+from ..agents.base import InfrastructureError, is_privileged
 
 
 @dataclass
@@ -59,6 +61,8 @@ class EpisodeResult:
     seconds: float
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # subscribers may add fields (e.g. gst scores)
+    infra: str | None = None  # the kind of infrastructure error that ended it (not a result of the policy)
+    stops_run: bool = False  # that error would end every later episode too
 
 
 class Subscriber:
@@ -121,7 +125,7 @@ def run_episode(
     subs = _Guarded(subscribers)
     t0 = time.perf_counter()
     episode = Episode(key=key, env=env, agent=agent, instruction="")
-    success, error = False, None
+    success, error, infra = False, None, None
     try:
         sensors = _sensors(perception, key, env)
         episode.sensors = sensors
@@ -142,11 +146,15 @@ def run_episode(
             if terminated or truncated:
                 break
         success = bool(episode.info.get("success", False))
+    except InfrastructureError as exc:  # not the policy's doing: the evaluator does not count it
+        error, infra = error_text(exc), exc
     except Exception as exc:  # noqa: BLE001 - any failure of the env or the agent fails this episode only
         error = error_text(exc)
     result = EpisodeResult(
         success=success and error is None, steps=episode.step, seconds=time.perf_counter() - t0, error=error
     )
+    if infra is not None:
+        result.infra, result.stops_run = infra.kind, bool(infra.stops_run)
     metrics = episode.info.get("episode_metrics")
     if isinstance(metrics, dict):  # the env's per-episode numbers (e.g. SPL), kept in the episode row
         result.extra.update(metrics)

@@ -1,6 +1,6 @@
 """``vla-serve`` (host an agent) and ``vla-query`` (ask a served agent's map) command lines.
 
-    vla-serve agent=memory port=8765 [env=house] [token=...] [host=0.0.0.0]
+    vla-serve agent=memory port=8765 [env=house] [host=0.0.0.0 token=...]
     vla-serve policy_path=runs/train/policy [+memory.inputs=[topdown,objects]] [device=cuda]   # the learned VLA
     vla-query --url ws://127.0.0.1:8765 "where is the black bowl?"
     vla-query --target bowl --what direction,distance
@@ -85,8 +85,12 @@ def serve_main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
-        if host not in ("127.0.0.1", "localhost", "::1") and not srv.cfg.token:
-            print("vla-serve: warning: listening beyond this machine without a token", file=sys.stderr, flush=True)
+        if srv.cfg.insecure and not srv.cfg.token:
+            print(
+                "vla-serve: warning: insecure=true: anyone who can reach this port drives the policy",
+                file=sys.stderr,
+                flush=True,
+            )
 
     try:
         server.run(ready)

@@ -13,7 +13,8 @@
 
 Blocking calls, one at a time per client (a lock serialises threads). When the connection drops
 the client reconnects (backoff, up to ``reconnect_timeout_s``), takes its session back with
-``attach`` and resends the request; ``infer`` carries a sequence number, so a request the server
+``attach`` (and the session's secret, which only the client that reset it was given) and resends
+the request; ``infer`` carries a sequence number, so a request the server
 had already answered is answered again from its cache instead of being stepped twice. A session
 the server no longer has (restarted, or expired after ``session_timeout_s``) raises
 :class:`SessionLost`: that episode cannot continue. Server-side errors raise :class:`ServerError`
@@ -45,7 +46,8 @@ class ServerError(RuntimeError):
 
 
 class ConnectionRejected(ConnectionError):
-    """The server answered the handshake with an HTTP error (401: wrong or missing token; 503: full)."""
+    """The server answered the handshake with an HTTP error (401: wrong or missing token; 403: a
+    refused origin or host; 503: full)."""
 
 
 class SessionLost(ConnectionError):
@@ -121,6 +123,7 @@ class PolicyClient:
         self.max_bytes = int(max_message_mb * 2**20)
         self.metadata: dict[str, Any] = {}
         self.session: str | None = None
+        self._secret: str | None = None  # the session's secret: attach needs it
         self._ws = None
         self._ids = count(1)
         self._seq = count(0)
@@ -154,6 +157,12 @@ class PolicyClient:
                 body = bytes(exc.response.body or b"").decode("utf-8", "replace").strip()
                 raise ConnectionRejected(f"{self.url} refused the connection: HTTP {status} {body}") from None
             hello = unpack(ws.recv(timeout=self.connect_timeout_s))
+            if isinstance(hello, dict) and hello.get("protocol") == "openpi" and "vla_protocol_path" in hello:
+                ws.close()
+                raise ConnectionError(
+                    f"{self.url} speaks openpi's protocol; our protocol is on the same port at path "
+                    f"{hello['vla_protocol_path']} (e.g. ws://HOST:PORT/vla)"
+                )
             if not isinstance(hello, dict) or hello.get("event") != "metadata":
                 ws.close()
                 raise ConnectionError(f"{self.url} is not a vla-serve server (first message: {str(hello)[:200]})")
@@ -189,9 +198,9 @@ class PolicyClient:
                 delay = min(2.0, delay * 2)
         if self.session is not None:
             try:
-                self._call_once("attach", {"session": self.session})
+                self._call_once("attach", {"session": self.session, "secret": self._secret})
             except ServerError as exc:
-                lost, self.session = self.session, None
+                lost, self.session, self._secret = self.session, None, None
                 raise SessionLost(f"the server no longer has session {lost} ({exc.message})") from cause
 
     def _call_once(self, method: str, params: dict[str, Any]) -> Any:
@@ -203,7 +212,10 @@ class PolicyClient:
             if left <= 0:
                 raise TimeoutError(f"{method}: no reply from {self.url} in {self.timeout_s:.0f} s")
             msg = unpack(self._ws.recv(timeout=left))
-            if isinstance(msg, dict) and msg.get("id") == rid:
+            # an error with no id answers a request the server could not decode: ours (one at a time)
+            if isinstance(msg, dict) and (
+                msg.get("id") == rid or ("id" in msg and msg["id"] is None and not msg.get("ok"))
+            ):
                 if msg.get("ok"):
                     return msg.get("result")
                 err = msg.get("error") or {}
@@ -231,7 +243,7 @@ class PolicyClient:
         if seed is not None:
             params["seed"] = [int(s) for s in seed] if not isinstance(seed, (int, np.integer)) else int(seed)
         r = self.call("reset", params)
-        self.session = r["session"]
+        self.session, self._secret = r["session"], r.get("secret")
         return self.session
 
     def infer(self, observation: dict[str, Any]) -> InferResult:
@@ -241,7 +253,7 @@ class PolicyClient:
     def end_session(self) -> None:
         if self.session is not None:
             self.call("close")
-            self.session = None
+            self.session, self._secret = None, None
 
     # ------------------------------------------------------------------ queries
     def health(self) -> dict[str, Any]:

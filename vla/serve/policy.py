@@ -109,8 +109,8 @@ def refuse_unservable(agent: Any, name: str) -> None:
             "server never has the env. Serve a non-privileged agent (memory, random, a learned policy) or run "
             "this one in-process (vla-rollout agent=" + str(name) + ")"
         )
-    if getattr(agent, "name", None) == "remote":
-        raise ValueError("agent 'remote' is a client of another server; serve the agent itself")
+    if getattr(agent, "name", None) in ("remote", "openpi"):
+        raise ValueError(f"agent {name!r} is a client of another server; serve the agent itself")
 
 
 class AgentSessions:

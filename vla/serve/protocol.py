@@ -24,6 +24,8 @@ UNKNOWN_METHOD = "unknown_method"
 NO_SESSION = "no_session"  # no such session, or this connection controls none
 NOT_FOUND = "not_found"  # the memory has no such object / nothing yet
 POLICY_ERROR = "policy_error"  # the policy raised on this observation
+FORBIDDEN = "forbidden"  # e.g. attach without the session's secret
+LIMIT = "limit"  # a server limit was reached (e.g. max_sessions)
 INTERNAL = "internal"
 
 

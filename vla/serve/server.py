@@ -12,10 +12,13 @@ Concurrency model (docs/SERVING.md has the long form):
   A query waits (at most ``query_defer_ms``) while a batch is running, so readers fill the gaps
   between inference calls instead of competing with them for the interpreter.
 
-Security: binds 127.0.0.1 unless told otherwise; optional shared token (``Authorization: Bearer``
-header or ``?token=`` on the URL, compared in constant time); messages larger than
-``max_message_mb`` close the connection (1009); only msgpack and JSON, never pickle; every
-malformed request gets an error reply and the connection keeps serving.
+Security (docs/SERVING.md): binds 127.0.0.1 unless told otherwise, and refuses any other address
+without a token (``insecure=true`` overrides); ``Origin`` and ``Host`` checked on every handshake
+(:mod:`.access`); a session is controlled only by the connection that reset it or one that
+presents its secret; messages larger than ``max_message_mb`` close the connection (1009); large
+messages are decoded off the event loop, each within ``max_objects`` values; only msgpack and
+JSON, never pickle; every malformed request gets an error reply and the connection keeps serving;
+caps on connections (in all and per peer), idle connections and live sessions.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields
 from itertools import count
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -40,62 +42,21 @@ from websockets.asyncio.server import ServerConnection, serve
 from envs.spec import EnvSpec
 
 from . import protocol as P
+from .access import Access, peer_of
 from .batcher import Batcher
+from .config import ServeConfig
 from .policy import AgentSessions, BatchPolicy, ObservationError, SessionError
 from .queries import QueryRunner
 from .sessions import Session, SessionTable, SnapshotCache
-from .wire import WireError, dumps_json, loads_json, pack, unpack
+from .wire import WireError, dumps_json, loads_json, pack, unpack, unpack_openpi
 
 log = logging.getLogger("vla.serve")
-
-
-@dataclass
-class ServeConfig:
-    host: str = "127.0.0.1"
-    port: int = 8765  # 0: any free port (tests)
-    token: str | None = None
-    max_message_mb: float = 16.0
-    batching: bool = True
-    max_batch: int = 8
-    max_wait_ms: float = 2.0
-    session_timeout_s: float = 60.0
-    keep_ended: int = 4
-    query_threads: int = 2
-    query_defer_ms: float = 50.0
-    max_connections: int = 64
-    switch_interval_ms: float = 1.0  # the interpreter's thread switch interval (Python's default: 5 ms)
-    query_rate: float = 0.0  # map queries per second over all clients while a simulator is connected (0: no cap)
-
-    def __post_init__(self) -> None:
-        if not 0 <= int(self.port) < 65536:
-            raise ValueError(f"port must be in [0, 65535], got {self.port}")
-        if not float(self.max_message_mb) > 0 or int(self.max_batch) < 1 or float(self.max_wait_ms) < 0:
-            raise ValueError("max_message_mb must be > 0, max_batch >= 1 and max_wait_ms >= 0")
-        if int(self.query_threads) < 1 or int(self.max_connections) < 1:
-            raise ValueError("query_threads and max_connections must be >= 1")
-        if float(self.query_rate) < 0:
-            raise ValueError(f"query_rate must be >= 0 (0: no cap), got {self.query_rate}")
-        if not 0.05 <= float(self.switch_interval_ms) <= 100:
-            raise ValueError(f"switch_interval_ms must be in [0.05, 100], got {self.switch_interval_ms}")
-        if self.token is not None and (not isinstance(self.token, str) or not self.token):
-            raise ValueError("token must be a non-empty string (or null for none)")
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ServeConfig":
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"unknown serve option(s) {unknown}; valid: {sorted(names)}")
-        return cls(**d)
-
-    @property
-    def max_bytes(self) -> int:
-        return int(self.max_message_mb * 2**20)
+INLINE_DECODE = 4096  # bytes: smaller messages (at most ~4,000 values) are decoded on the event loop
 
 
 class _Conn:
-    def __init__(self, number: int, ws: ServerConnection, json_mode: bool) -> None:
-        self.number, self.ws, self.json = number, ws, json_mode
+    def __init__(self, number: int, ws: ServerConnection, json_mode: bool, peer: str = "?") -> None:
+        self.number, self.ws, self.json, self.peer = number, ws, json_mode, peer
         self.session: Session | None = None
         self.errors = 0
         self.t_in = 0.0  # when the request being handled was received
@@ -112,8 +73,12 @@ class PolicyServer:
         # batch, and loses the overlap of one client's transfer with another's compute: one at a time
         self.batch_size = int(self.cfg.max_batch) if self.cfg.batching and not isinstance(policy, AgentSessions) else 1
         self.batcher = Batcher(policy, self.batch_size, self.cfg.max_wait_ms, self.sessions.controlled)
-        self.queries = QueryRunner(self)
+        self.queries = QueryRunner(self, cache_bytes=int(self.cfg.query_cache_mb * 2**20))
         self.pool = ThreadPoolExecutor(int(self.cfg.query_threads), thread_name_prefix="vla-serve-query")
+        # large messages are decoded here, not on the event loop (the scan before decoding holds
+        # the interpreter for at most a switch interval at a time, so the loop keeps serving)
+        self.decoder = ThreadPoolExecutor(2, thread_name_prefix="vla-serve-decode")
+        self.access = Access(self.cfg)
         self.conns: dict[int, _Conn] = {}
         self._numbers = count(1)
         self.started = time.time()
@@ -141,6 +106,7 @@ class PolicyServer:
             },
             "methods": list(P.METHODS),
             "max_message_bytes": self.cfg.max_bytes,
+            "max_objects": int(self.cfg.max_objects),
             "token_required": self.cfg.token is not None,
         }
 
@@ -199,6 +165,7 @@ class PolicyServer:
         finally:
             self.batcher.stop()
             self.pool.shutdown(wait=False, cancel_futures=True)
+            self.decoder.shutdown(wait=False, cancel_futures=True)
 
     def run(self, on_ready=None) -> None:
         """Serve until SIGINT / SIGTERM (the CLI); ``on_ready(server)`` once listening."""
@@ -242,49 +209,90 @@ class PolicyServer:
 
     # ------------------------------------------------------------------ handshake and HTTP
     def authorized(self, headers: Any, query: dict[str, list[str]]) -> bool:
-        if self.cfg.token is None:
-            return True
-        auth = headers.get("Authorization", "") or ""
-        given = auth[7:].strip() if auth.startswith("Bearer ") else (query.get("token") or [""])[0]
-        return hmac.compare_digest(given.encode("utf-8", "replace"), self.cfg.token.encode("utf-8"))
+        return self.access.authorized(headers, query)
 
     async def _process_request(self, connection: ServerConnection, request: Any) -> Any:
         from .http import handle_http
 
         url = urlsplit(request.path)
         query = parse_qs(url.query)
+        refusal = self.access.host_refusal(request.headers) or self.access.origin_refusal(request.headers, self.port)
+        if refusal is not None:
+            log.warning("refused a request from %s: %s", peer_of(connection), refusal)
+            return connection.respond(403, f"forbidden: {refusal}\n")
         if not self.authorized(request.headers, query):
-            return connection.respond(401, "unauthorized: pass the server's token (Authorization: Bearer or ?token=)\n")
+            return connection.respond(
+                401, "unauthorized: pass the server's token (Authorization: Bearer / Api-Key, or ?token=)\n"
+            )
         if (request.headers.get("Upgrade") or "").lower() == "websocket":
             if len(self.conns) >= self.cfg.max_connections:
                 return connection.respond(503, f"too many connections (max {self.cfg.max_connections})\n")
+            if self.access.peer_full(peer_of(connection)):
+                n = self.cfg.max_connections_per_peer
+                return connection.respond(503, f"too many connections from this address (max {n})\n")
             return None
         return await handle_http(self, connection, url.path, query)
 
     # ------------------------------------------------------------------ connections
+    def protocol_of(self, path: str) -> str:
+        """Which protocol a websocket on ``path`` speaks: ``/vla`` ours, ``/openpi`` openpi's,
+        any other path the configured ``protocol``."""
+        first = urlsplit(path).path.strip("/").split("/")[0]
+        return first if first in ("vla", "openpi") else str(self.cfg.protocol)
+
     async def _handler(self, ws: ServerConnection) -> None:
-        query = parse_qs(urlsplit(ws.request.path).query) if ws.request is not None else {}
-        conn = _Conn(next(self._numbers), ws, (query.get("format") or [""])[0] == "json")
+        url = ws.request.path if ws.request is not None else "/"
+        query = parse_qs(urlsplit(url).query)
+        conn = _Conn(next(self._numbers), ws, (query.get("format") or [""])[0] == "json", peer_of(ws))
         self.conns[conn.number] = conn
+        self.access.opened(conn.peer)
         try:
+            if self.protocol_of(url) == "openpi":
+                from .openpi import serve_connection
+
+                await serve_connection(self, conn)
+                return
             await self._send(conn, {"event": "metadata", "result": self.metadata()}, conn.json)
-            async for message in ws:
-                json_mode = isinstance(message, str)
-                reply = await self._handle(conn, message, json_mode)
+            while True:
+                message = await self._receive(conn)
+                if message is None:
+                    break
+                reply = await self._handle(conn, message, isinstance(message, str))
                 if reply is not None:
                     await ws.send(reply)
+                await asyncio.sleep(0)  # one busy connection does not keep the others waiting
         except websockets.ConnectionClosed:
             pass
         finally:
             self.conns.pop(conn.number, None)
-            s = conn.session
-            if s is not None and s.controller == conn.number and s.state == "active":
-                s.state, s.controller, s.detached_at = "detached", None, time.time()
-                log.info(
-                    "session %s detached: its client disconnected; kept %.0f s for it to come back",
-                    s.id,
-                    self.cfg.session_timeout_s,
-                )
+            self.access.closed(conn.peer)
+            self._detach(conn)
+
+    async def _receive(self, conn: _Conn) -> str | bytes | None:
+        """The next message, or ``None`` once a connection that controls no session was idle
+        ``idle_timeout_s`` (closed then). A connection controlling a session may pause as long as
+        it likes (a simulator between episodes, a robot at rest): sessions are capped by
+        ``max_sessions``, and openpi's clients cannot reconnect."""
+        while True:
+            try:
+                return await asyncio.wait_for(conn.ws.recv(), float(self.cfg.idle_timeout_s))
+            except asyncio.TimeoutError:
+                s = conn.session
+                if s is not None and s.state == "active" and s.controller == conn.number:
+                    continue
+                idle = self.cfg.idle_timeout_s
+                await conn.ws.close(1001, f"idle for {idle:g} s: closed by the server (reconnect to go on)")
+                return None
+
+    def _detach(self, conn: _Conn) -> None:
+        s = conn.session
+        if s is not None and s.controller == conn.number and s.state == "active":
+            s.state, s.controller, s.detached_at = "detached", None, time.time()
+            log.info(
+                "session %s detached: its client disconnected; kept %.0f s for it to come back",
+                s.id,
+                self.cfg.session_timeout_s,
+            )
 
     async def _send(self, conn: _Conn, message: Any, json_mode: bool) -> None:
         await conn.ws.send(dumps_json(message) if json_mode else pack(message))
@@ -300,7 +308,7 @@ class PolicyServer:
         conn.t_in = time.perf_counter()
         rid = None
         try:
-            msg = loads_json(message, self.cfg.max_bytes) if json_mode else unpack(message, self.cfg.max_bytes)
+            msg = await self.decode(message, json_mode)
             rid = msg.get("id") if isinstance(msg, dict) and isinstance(msg.get("id"), (int, str)) else None
             rid, method, params = P.parse_request(msg)
             if method in P.QUERY_METHODS:
@@ -323,6 +331,21 @@ class PolicyServer:
         except Exception as exc:  # noqa: BLE001 - a bug answers this request, the server goes on
             log.error("internal error on a request: %s", traceback.format_exc())
             return self._error(conn, rid, P.INTERNAL, f"{type(exc).__name__}: {exc}", json_mode)
+
+    async def decode(self, message: str | bytes, json_mode: bool, openpi: bool = False) -> Any:
+        """One message decoded and checked (:mod:`.wire`; ``openpi``: openpi's msgpack-numpy); one
+        over ``INLINE_DECODE`` bytes on a decoding thread, so a heavy message never holds the event loop."""
+
+        def decode() -> Any:
+            if json_mode:
+                return loads_json(message, self.cfg.max_bytes, int(self.cfg.max_objects))
+            if openpi:
+                return unpack_openpi(message, self.cfg.max_bytes, int(self.cfg.max_objects))
+            return unpack(message, self.cfg.max_bytes, int(self.cfg.max_objects))
+
+        if len(message) <= INLINE_DECODE:
+            return decode()
+        return await self._loop.run_in_executor(self.decoder, decode)
 
     async def _pace_query(self) -> None:
         """With ``query_rate`` set and a simulator connected, space queries 1/query_rate apart (in
@@ -355,7 +378,7 @@ class PolicyServer:
         if method == "reset":
             return await self._reset(conn, P.Params(method, params, ("instruction", "spec", "seed")))
         if method == "attach":
-            return await self._attach(conn, P.Params(method, params, ("session",)))
+            return await self._attach(conn, P.Params(method, params, ("session", "secret")))
         if method == "infer":
             if json_mode:
                 raise P.bad("infer needs msgpack (binary frames with numpy arrays); JSON carries queries only")
@@ -395,11 +418,25 @@ class PolicyServer:
         instruction = p.str("instruction", required=True, max_len=4000)
         try:
             spec = EnvSpec.from_dict(p.map("spec"))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise P.bad(f"reset: malformed spec: {exc}") from None
+        except ValueError as exc:
+            raise P.bad(f"reset: {exc}") from None
         self._check_spec(spec)
-        seed = p.seed()
-        s = conn.session if conn.session is not None and conn.session.state == "active" else self.sessions.new()
+        s = await self.start_episode(conn, instruction, spec, p.seed())
+        # the secret goes to this connection only: with it (and only with it) a client takes the
+        # session back after a reconnect
+        return {"session": s.id, "episode": s.episode, "secret": s.secret}
+
+    async def start_episode(self, conn: _Conn, instruction: str, spec: EnvSpec, seed: Any) -> Session:
+        """The next episode of this connection's session (a new session on its first)."""
+        s = conn.session if conn.session is not None and conn.session.state == "active" else None
+        if s is None:
+            if len(self.sessions.live()) >= int(self.cfg.max_sessions):
+                raise P.RequestError(
+                    P.LIMIT,
+                    f"reset: the server holds its maximum of {self.cfg.max_sessions} live sessions; "
+                    "try again when one has ended",
+                )
+            s = self.sessions.new()
         s.controller, s.state = conn.number, "active"
         conn.session = s
         try:
@@ -409,17 +446,25 @@ class PolicyServer:
         s.instruction, s.spec, s.episode, s.steps = instruction, spec, s.episode + 1, 0
         s.last_seq, s.last_reply, s.last_active = None, None, time.time()
         self.snapshots.drop(s.id)
-        return {"session": s.id, "episode": s.episode}
+        self.queries.drop(s.id)
+        return s
 
     async def _attach(self, conn: _Conn, p: P.Params) -> dict[str, Any]:
         sid = p.str("session", required=True, max_len=64)
+        secret = p.str("secret", required=True, max_len=128)
         s = self.sessions.get(sid)
         if s is None or s.state == "ended":
             raise P.RequestError(P.NO_SESSION, f"attach: session {sid!r} is not live (ended, expired or unknown)")
+        if not hmac.compare_digest(secret.encode("utf-8"), s.secret.encode("utf-8")):
+            raise P.RequestError(
+                P.FORBIDDEN, f"attach: wrong secret for session {sid!r} (only the client that reset it can attach)"
+            )
         old = self.conns.get(s.controller) if s.controller is not None else None
         if old is not None and old is not conn:
             old.session = None
-            asyncio.ensure_future(old.ws.close(4000, "session taken over by a reconnecting client"))
+            asyncio.ensure_future(old.ws.close(4000, "session taken back by its reconnecting client"))
+        if conn.session is not None and conn.session is not s:
+            self._detach(conn)
         s.controller, s.state, s.detached_at = conn.number, "active", None
         conn.session = s
         return {"session": s.id, "episode": s.episode, "steps": s.steps, "last_seq": s.last_seq}
@@ -454,12 +499,21 @@ class PolicyServer:
                 return s.last_reply  # a retried request: the same answer, the step not taken twice
             if seq < s.last_seq:
                 raise P.bad(f"infer: seq {seq} is older than the last one answered ({s.last_seq})")
+        action, timing = await self.step(conn, s, obs)
+        reply = {"action": action, "session": s.id, "step": s.steps, "server_timing": timing}
+        if seq is not None:
+            s.last_seq, s.last_reply = seq, reply
+        return reply
+
+    async def step(self, conn: _Conn, s: Session, obs: dict[str, Any]) -> tuple[Any, dict[str, float]]:
+        """One observation of session ``s`` through the batcher: ``(action, server_timing)``, or a
+        ``RequestError`` (a bad observation is the request's fault, whatever the agent raised or
+        returned is the policy's)."""
         t0 = time.perf_counter()
         fut = self._loop.create_future()
         self.batcher.infer(s.id, obs, lambda r, t: self._loop.call_soon_threadsafe(_settle, fut, (r, t)))
         result, timing = await fut
         if isinstance(result, Exception):
-            # a bad observation is the request's fault; whatever the agent raised or returned is the policy's
             if isinstance(result, SessionError):
                 code = P.NO_SESSION
             elif isinstance(result, ObservationError):
@@ -477,20 +531,19 @@ class PolicyServer:
         now = time.perf_counter()
         timing["server_ms"] = round((now - t0) * 1e3, 3)
         timing["handle_ms"] = round((now - conn.t_in) * 1e3, 3)  # and decoding the request
-        reply = {"action": result, "session": s.id, "step": s.steps, "server_timing": timing}
-        if seq is not None:
-            s.last_seq, s.last_reply = seq, reply
-        return reply
+        return result, timing
 
     async def _end_session(self, s: Session) -> None:
         def close() -> Any:
-            final = self.snapshots.get(s.id, self.policy.live_memory(s.id))
+            final, _ = self.snapshots.get(s.id, self.policy.live_memory(s.id))
             self.policy.close(s.id)
             return final
 
         final = await self._on_policy(close)
         self.snapshots.drop(s.id)
-        self.sessions.end(s, final)
+        self.queries.drop(s.id)
+        for gone in self.sessions.end(s, final):
+            self.queries.drop(gone)
 
     async def _reap_sessions(self) -> None:
         while True:
@@ -503,7 +556,9 @@ class PolicyServer:
                         await self._end_session(s)
                     except Exception:  # noqa: BLE001 - a failing close must not stop the reaper
                         log.error("closing session %s failed: %s", s.id, traceback.format_exc())
-                        self.sessions.end(s, None)
+                        self.queries.drop(s.id)
+                        for gone in self.sessions.end(s, None):
+                            self.queries.drop(gone)
 
 
 def _settle(fut: asyncio.Future, value: Any) -> None:

@@ -2,9 +2,11 @@
 
 A session is created by the first ``reset`` of a connection and controlled by that connection. A
 connection that vanishes leaves its session *detached*: a reconnecting client takes it back with
-``attach`` (its next ``infer`` continues the episode) until ``session_timeout_s`` passes; then the
-session ends. An ended session keeps a final snapshot of its memory, so its map can still be
-queried; the last ``keep_ended`` ended sessions are kept.
+``attach`` and the session's secret (sent only to the client that reset it; its next ``infer``
+continues the episode) until ``session_timeout_s`` passes; then the session ends. The id is a
+public handle (listed, used to name a session's map in queries); the secret is never listed.
+An ended session keeps a final snapshot of its memory, so its map can still be queried; the last
+``keep_ended`` ended sessions are kept.
 
 The table is touched by the event-loop thread only. :class:`SnapshotCache` is shared with the
 query threads: one read-only ``snapshot()`` per session and memory state, so many query clients
@@ -17,6 +19,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
+from itertools import count
 from typing import Any
 
 from envs.spec import EnvSpec
@@ -25,6 +28,7 @@ from envs.spec import EnvSpec
 @dataclass
 class Session:
     id: str
+    secret: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
     instruction: str = ""
     spec: EnvSpec | None = None
     episode: int = 0
@@ -81,38 +85,48 @@ class SessionTable:
         ended = sorted((s for s in self.sessions.values() if s.state == "ended"), key=lambda s: s.last_active)
         return ended[-1] if ended else None
 
-    def end(self, s: Session, final: Any) -> None:
+    def end(self, s: Session, final: Any) -> list[str]:
+        """Ends ``s`` (keeping ``final``, its memory's last snapshot); the ids of the oldest ended
+        sessions dropped to keep ``keep_ended``."""
         s.state, s.controller, s.final = "ended", None, final
         s.last_reply = None
         ended = sorted((x for x in self.sessions.values() if x.state == "ended"), key=lambda x: x.last_active)
-        for old in ended[: max(0, len(ended) - self.keep_ended)]:
-            del self.sessions[old.id]
+        dropped = [old.id for old in ended[: max(0, len(ended) - self.keep_ended)]]
+        for sid in dropped:
+            del self.sessions[sid]
+        return dropped
 
     def list(self) -> list[dict[str, Any]]:
         return [s.summary() for s in sorted(self.sessions.values(), key=lambda s: -s.last_active)]
 
 
 class SnapshotCache:
-    """Read-only snapshots of live memories, one per (memory, frames fused) (thread-safe)."""
+    """Read-only snapshots of live memories, one per (memory, frames fused) (thread-safe). Each
+    snapshot has a generation number, so answers computed from it can be cached without keeping
+    the snapshot alive."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[Any, int, Any]] = {}  # sid -> (memory, frames, snapshot)
+        self._cache: dict[str, tuple[Any, int, Any, int]] = {}  # sid -> (memory, frames, snapshot, generation)
+        self._generations = count(1)
         self.copies = 0
 
-    def get(self, sid: str, memory: Any) -> Any:
+    def get(self, sid: str, memory: Any) -> tuple[Any, Any]:
+        """``(snapshot, generation)`` of ``memory``; ``(None, None)`` without one. An ended
+        session's final snapshot never changes: its generation is ``"final"``."""
         if memory is None:
-            return None
+            return None, None
         if getattr(memory, "read_only", False):
-            return memory  # already a snapshot (an ended session's)
+            return memory, "final"  # already a snapshot (an ended session's)
         with self._lock:
             hit = self._cache.get(sid)
             if hit is not None and hit[0] is memory and hit[1] == memory.n_frames:
-                return hit[2]
+                return hit[2], hit[3]
             snap = memory.snapshot()
             self.copies += 1
-            self._cache[sid] = (memory, snap.n_frames, snap)
-            return snap
+            generation = next(self._generations)
+            self._cache[sid] = (memory, snap.n_frames, snap, generation)
+            return snap, generation
 
     def drop(self, sid: str) -> None:
         with self._lock:

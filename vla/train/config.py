@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 STRATEGIES = ("single", "ddp", "fsdp")
+OPTIMIZERS = ("adamw", "sgd")
 DATA_KINDS = ("demos", "gst_qa", "mixture")
 
 
@@ -34,7 +35,7 @@ class DataConfig:
     kind: str = "demos"
     paths: list[str] = field(default_factory=list)
     key: str = ""  # dataset key (statistics key); "" = the kind's default (demos: the env family)
-    cameras: list[str] = field(default_factory=lambda: ["agentview"])  # cameras read from the files
+    cameras: list[str] | None = None  # cameras read from the files (None: the ones the policy reads)
     val_fraction: float = 0.1  # episodes held out for validation (by episode, never by step)
     action_mask: list[bool] | None = None  # per action dim: normalise it (True) or pass it through (LIBERO's gripper)
     memory: dict[str, Any] | None = None
@@ -70,6 +71,7 @@ class TrainConfig:
     vision_lr_scale: float = (
         0.1  # the vision tower learns at lr x this (VST: a tenth; 1.0 for a tower trained from scratch)
     )
+    optimizer: str = "adamw"  # adamw | sgd (plain, no momentum: a step is w - lr * clipped gradient)
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
     warmup: float = 0.03  # fraction of steps (or steps if >= 1)
@@ -98,6 +100,8 @@ class TrainConfig:
             raise ValueError(f"train.strategy must be one of {STRATEGIES}, got {self.strategy!r}")
         if int(self.steps) < 1 or int(self.batch_size) < 1 or int(self.micro_batch) < 0:
             raise ValueError("train.steps and train.batch_size must be >= 1, train.micro_batch >= 0")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"train.optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.precision not in ("auto", "fp32", "bf16"):
             raise ValueError(f"train.precision must be auto, fp32 or bf16, got {self.precision!r}")
         if not self.lr > 0 or self.vision_lr_scale < 0 or self.keep_last < 1:

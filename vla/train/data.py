@@ -19,8 +19,11 @@ import torch
 from .config import DataConfig
 
 
-def build_source(cfg: DataConfig, chunk: int, memory: dict[str, Any] | None, cache_root: Path):
-    """One :class:`vla.data.SampleSource` for a non-mixture data config."""
+def build_source(
+    cfg: DataConfig, chunk: int, memory: dict[str, Any] | None, cache_root: Path, cameras: tuple[str, ...] = ()
+):
+    """One :class:`vla.data.SampleSource` for a non-mixture data config (``cameras``: the policy's, read from
+    demonstrations unless ``cfg.cameras`` names others)."""
     from vla.data import DemoSource, GSTQASource, MemoryCache
     from vla.transforms.memory import MemoryInputsConfig
 
@@ -29,7 +32,8 @@ def build_source(cfg: DataConfig, chunk: int, memory: dict[str, Any] | None, cac
         cache = (
             MemoryCache(Path(cfg.cache_dir) if cfg.cache_dir else cache_root, mem_cfg) if mem_cfg is not None else None
         )
-        return DemoSource(list(cfg.paths), key=cfg.key or None, chunk=chunk, cameras=tuple(cfg.cameras), memory=cache)
+        cams = tuple(cfg.cameras) if cfg.cameras is not None else tuple(cameras)
+        return DemoSource(list(cfg.paths), key=cfg.key or None, chunk=chunk, cameras=cams, memory=cache)
     if cfg.kind == "gst_qa":
         if len(cfg.paths) != 1:
             raise ValueError(f"data.kind=gst_qa reads one question directory, got paths={cfg.paths}")
@@ -39,14 +43,21 @@ def build_source(cfg: DataConfig, chunk: int, memory: dict[str, Any] | None, cac
     raise ValueError(f"cannot build a single source of kind {cfg.kind!r}")
 
 
-def build_sources(cfg: DataConfig, chunk: int, memory: dict[str, Any] | None, cache_root: Path, seed: int):
+def build_sources(
+    cfg: DataConfig,
+    chunk: int,
+    memory: dict[str, Any] | None,
+    cache_root: Path,
+    seed: int,
+    cameras: tuple[str, ...] = (),
+):
     """``(train sources, val sources, weights, action masks per dataset key)``, split by episode."""
     from vla.data import split_by_episode
 
     parts = [DataConfig.from_dict(p) for p in cfg.parts] if cfg.kind == "mixture" else [cfg]
     train, val, weights, masks = [], [], [], {}
     for part in parts:
-        src = build_source(part, chunk, memory, cache_root)
+        src = build_source(part, chunk, memory, cache_root, cameras)
         if part.action_mask is not None:
             masks[src.key] = list(part.action_mask)
         tr, va = split_by_episode(src, part.val_fraction, seed)

@@ -88,7 +88,10 @@ def _step_loss(model, policy, step_item: dict[str, Any], dist: Dist, precision: 
     """Forward (and backward when ``train``) over this rank's micro-batches of one step."""
     batches = step_item["batches"]
     local = sum(len(b["action_pos"]) + len(b["text_pos"]) for b in batches)
-    total = float(dist.all_reduce_sum(torch.tensor(float(local))).item())
+    counts = torch.zeros(dist.world, 2, dtype=torch.float64)  # per rank: samples, target tokens
+    counts[dist.rank] = torch.tensor([float(step_item["n"]), float(local)], dtype=torch.float64)
+    counts = dist.all_reduce_sum(counts)
+    total = float(counts[:, 1].sum().item())
     if total == 0:
         raise ValueError(f"step {step_item['step']}: the batch has no target tokens (empty actions and answers)")
     sums = torch.zeros(
@@ -123,6 +126,8 @@ def _step_loss(model, policy, step_item: dict[str, Any], dist: Dist, precision: 
         "action_acc": float(sums[1] / a_n) if a_n else None,
         "text_acc": float(sums[4] / t_n) if t_n else None,
         "tokens": int(a_n + t_n),
+        "rank_samples": [int(n) for n in counts[:, 0].tolist()],
+        "rank_target_tokens": [int(n) for n in counts[:, 1].tolist()],
     }
     if not train:
         l1 = dist.all_reduce_sum(torch.tensor([l1_sum, float(l1_n)], dtype=torch.float64))
@@ -197,22 +202,29 @@ def _check_identity(out: Path, cfg: dict[str, Any], dist: Dist) -> None:
 
 def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, build_policy) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
-    _check_identity(out, cfg, dist)
-    ckpt_root = out / "checkpoints"
-    if dist.main:
-        clean_partial(ckpt_root)
-    dist.barrier()
     memory = None
     if pcfg.inputs.uses_memory:  # memory inputs: the data config's, or what the policy's inputs imply
-        memory = dcfg.memory or _memory_inputs_for(pcfg)
-    train_src, val_src, weights, masks = build_sources(dcfg, pcfg.chunk, memory, out / "memory_cache", tcfg.seed)
+        memory = dcfg.memory or _memory_inputs_for(pcfg, mcfg)
+    train_src, val_src, weights, masks = build_sources(
+        dcfg, pcfg.chunk, memory, out / "memory_cache", tcfg.seed, tuple(pcfg.inputs.cameras)
+    )
     stats = action_statistics(train_src, masks)
     if not stats:
         from vla.actions import ActionStats
 
         stats = {
-            "none": ActionStats.from_actions(np.zeros((2, pcfg.action_dim)))
+            "none": ActionStats.from_actions(np.zeros((2, pcfg.action_dim or 1)))
         }  # QA-only training: no actions to learn
+    if not pcfg.action_dim:  # policy.action_dim=0: the data's (the run's identity holds the number)
+        from vla.policy import resolve_action_dim
+
+        pcfg = resolve_action_dim(pcfg, stats)
+        cfg = {**cfg, "policy": {**cfg["policy"], "action_dim": pcfg.action_dim}}
+    _check_identity(out, cfg, dist)
+    ckpt_root = out / "checkpoints"
+    if dist.main:
+        clean_partial(ckpt_root)
+    dist.barrier()
     if memory is not None:  # inference rebuilds the very memory inputs the policy learned from
         from dataclasses import replace
 
@@ -233,6 +245,8 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
         load_weights(policy, path / WEIGHTS_FILE)
         state = load_train_state(path)
         start = int(state["step"])
+        if dist.main:
+            print(f"vla-train: resuming from {path} (step {start} of {tcfg.steps})", file=sys.stderr, flush=True)
     elif tcfg.init_from:
         report = init_weights(policy, Path(tcfg.init_from))
         if dist.main:
@@ -282,7 +296,7 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
             raise FloatingPointError(f"step {step}: gradient norm is {float(gnorm)}; lower train.lr")
         opt.step()
         sched.step()
-        n_log, tok_log = n_log + item["n"] * dist.world, tok_log + row["tokens"]
+        n_log, tok_log = n_log + sum(row["rank_samples"]), tok_log + row["tokens"]
         if dist.main and ((step + 1) % tcfg.log_every == 0 or step + 1 == tcfg.steps):
             dt = max(time.perf_counter() - t_log, 1e-9)
             last = {
@@ -365,14 +379,16 @@ def _plain_cfg(dc) -> dict[str, Any]:
     return json.loads(json.dumps(asdict(dc), default=list))
 
 
-def _memory_inputs_for(pcfg) -> dict[str, Any]:
-    """Memory-input config implied by the policy's inputs (map image of the policy's size, text table)."""
+def _memory_inputs_for(pcfg, mcfg) -> dict[str, Any]:
+    """Memory-input config implied by the policy's inputs (a map image of the size the model sees --
+    ``inputs.image_size``, or the model's when that is 0 -- and the text table)."""
     inputs = []
     if pcfg.inputs.memory_map:
         inputs.append("topdown")
     if pcfg.inputs.memory_text:
         inputs += ["objects", "text"]
-    return {"inputs": inputs, "map_size": [pcfg.inputs.image_size, pcfg.inputs.image_size]}
+    size = int(pcfg.inputs.image_size) or int(mcfg.image_size)
+    return {"inputs": inputs, "map_size": [size, size]}
 
 
 @torch.no_grad()

@@ -1,4 +1,4 @@
-"""AdamW with a separate learning rate for the vision tower, and warm-up + cosine decay."""
+"""AdamW (or plain SGD) with a separate learning rate for the vision tower, and warm-up + cosine decay."""
 
 from __future__ import annotations
 
@@ -42,6 +42,8 @@ def make_optimizer(policy: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Opt
     groups = param_groups(policy, cfg)
     if not groups:
         raise ValueError("no trainable parameters: check model.lora / policy.freeze_embeddings")
+    if cfg.optimizer == "sgd":  # plain SGD: the weights after a step are w - lr * clipped gradient
+        return torch.optim.SGD(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
 
 

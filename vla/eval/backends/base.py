@@ -15,8 +15,9 @@ Episode = tuple  # (task_id, trial, task name)
 OnResult = Callable[[dict[str, Any]], None]
 
 
-def failure_record(spec, job: Episode, seconds: float, error: str) -> dict[str, Any]:
-    """The row of an episode whose worker never reported (died, lost, timed out)."""
+def failure_record(spec, job: Episode, seconds: float, error: str, infra: str | None = None) -> dict[str, Any]:
+    """The row of an episode whose worker never reported (died, lost, timed out); ``infra``: the kind
+    of infrastructure error when it is not a result of the policy (a worker lost on every attempt)."""
     from ..evaluate import suite_name
 
     task_id, trial, name = job
@@ -30,6 +31,7 @@ def failure_record(spec, job: Episode, seconds: float, error: str) -> dict[str, 
         "steps": 0,
         "seconds": round(seconds, 3),
         "error": error,
+        **({"infra": infra} if infra else {}),
     }
 
 

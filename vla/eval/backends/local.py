@@ -2,9 +2,11 @@
 
 * ``workers >= 1``: that many forked worker processes (each builds its env lazily, after the fork,
   and keeps it while consecutive episodes share a task; forked by a fresh ``forkserver`` process
-  when this one has Ray running, whose threads make a plain fork unsafe). A worker that crashes (a segfault in the
-  simulator) or exceeds ``episode_timeout_s`` fails only its episode, with the reason recorded, and
-  is replaced. Workers die with the parent (``PR_SET_PDEATHSIG``), so ``kill -9`` leaves nothing behind.
+  when this one has Ray running, whose threads make a plain fork unsafe). A worker that crashes (a
+  segfault in the simulator) is replaced and its episode run once more on the new worker; a second
+  loss is an infrastructure error (not counted; the next run tries again). An episode that exceeds
+  ``episode_timeout_s`` fails, with the reason recorded. Workers die with the parent
+  (``PR_SET_PDEATHSIG``), so ``kill -9`` leaves nothing behind.
 * ``workers = 0`` runs in-process (for debugging; no crash isolation).
 """
 
@@ -29,7 +31,10 @@ def run_local(spec, todo: list[Episode], on_result: OnResult) -> None:
     if int(spec.workers) == 0:
         from ..evaluate import EpisodeRunner
 
-        runner = EpisodeRunner(spec)
+        try:
+            runner = EpisodeRunner(spec)
+        except Exception as exc:  # noqa: BLE001 - as a worker process that cannot start: stop, saying why
+            raise WorkerStartupError(f"could not build the agent: {type(exc).__name__}: {exc}") from exc
         try:
             for job in todo:
                 on_result(runner.run(*job))
@@ -96,11 +101,32 @@ def signal_text(exitcode: int | None) -> str:
 
 
 def _start_method() -> str:
-    """``fork`` (fast, nothing to pickle), unless this process runs Ray's threads: a child forked
-    while another thread holds a lock waits on it forever, so then ``forkserver`` (a fresh server
-    process that forks the workers)."""
+    """``fork`` (fast, nothing to pickle), unless this process runs Ray's threads or has rendered with
+    software GL (Mesa's llvmpipe and disk-cache threads): a child forked while another thread holds a
+    lock waits on it forever (a forked worker hung in its first ``mjr_render``), so then ``forkserver``
+    (a fresh server process that forks the workers)."""
     ray = sys.modules.get("ray")
-    return "forkserver" if ray is not None and getattr(ray, "is_initialized", lambda: False)() else "fork"
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        return "forkserver"
+    return "forkserver" if _gl_threads() else "fork"
+
+
+def _gl_threads() -> bool:
+    """Whether this process runs Mesa's threads (a GL context was made here: llvmpipe workers, the
+    shader disk cache), read from the thread names in ``/proc/self/task``."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:  # not Linux: no /proc
+        return False
+    for t in tasks:
+        try:
+            with open(f"/proc/self/task/{t}/comm") as f:
+                name = f.read()
+        except OSError:  # the thread ended meanwhile
+            continue
+        if name.startswith("llvmpipe") or "disk$" in name:
+            return True
+    return False
 
 
 class _Pool:
@@ -143,9 +169,13 @@ class _Pool:
             w.proc.join(2)
 
 
+LOST_ATTEMPTS = 2  # a worker lost this many times on one episode: an infrastructure error
+
+
 def _run_pool(spec, todo: list[Episode], on_result: OnResult) -> None:
     schedule = make_schedule(todo)
     pool = _Pool(spec, min(int(spec.workers), len(schedule)))
+    lost: dict[tuple[int, int], int] = {}
     try:
         while schedule or any(w.job for w in pool.workers):
             for w in pool.workers:
@@ -179,10 +209,19 @@ def _run_pool(spec, todo: list[Episode], on_result: OnResult) -> None:
                 elif spec.episode_timeout_s and time.time() - w.started > spec.episode_timeout_s:
                     failure = f"episode timed out after {spec.episode_timeout_s:.0f} s"
                 if failure:
-                    on_result(failure_record(spec, w.job, time.time() - w.started, failure))
+                    job, key = w.job, (int(w.job[0]), int(w.job[1]))
                     w.job = None
                     schedule.release(id(w))
                     pool.replace(w)
+                    if failure.startswith("worker process died"):
+                        lost[key] = lost.get(key, 0) + 1
+                        if lost[key] < LOST_ATTEMPTS:
+                            schedule.push_front(job)  # once more, on a fresh worker
+                            continue
+                        failure, infra = f"{failure} ({lost[key]} attempts)", "worker_lost"
+                    else:
+                        infra = None
+                    on_result(failure_record(spec, job, time.time() - w.started, failure, infra))
         pool.close()
     except BaseException:
         pool.kill()

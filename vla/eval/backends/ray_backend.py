@@ -9,7 +9,8 @@ the side logs, the summary -- exactly as with the local backend; only where an e
   ``eval.workers`` actors are started (0: as many as the cluster has room for).
 * A worker that is **lost** (its node went away, its process was killed or segfaulted) costs only
   the episode it was running: that episode is run again on a fresh worker up to ``ray.retries``
-  times (1), then recorded as failed with the reason. An episode over ``eval.episode_timeout_s`` is
+  times (1), then recorded as an infrastructure error with the reason (not counted; the next run
+  of the same command tries it again). An episode over ``eval.episode_timeout_s`` is
   failed and its worker replaced (a hang is not retried).
 * The actors belong to the driver's job: when the driver dies (``kill -9``), Ray ends them. Run the
   same command again to resume; finished episodes are never run twice.
@@ -238,7 +239,11 @@ def _drive(ray, spec, todo: list[Episode], on_result: OnResult, options: RayOpti
             schedule.push_front(slot.job)
         else:
             tries = attempts[key]
-            on_result(failure_record(spec, slot.job, time.time() - slot.started, f"{reason} ({tries} attempts)"))
+            on_result(
+                failure_record(
+                    spec, slot.job, time.time() - slot.started, f"{reason} ({tries} attempts)", infra="worker_lost"
+                )
+            )
         start_worker()
 
     for _ in range(min(n, len(schedule))):

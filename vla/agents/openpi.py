@@ -1,0 +1,130 @@
+"""``agent=openpi``: a client of any server that speaks openpi's websocket protocol (openpi's own
+policy server, or ``vla-serve ... protocol=openpi``), so our evaluator can score a policy served
+that way.
+
+    vla-rollout env=libero agent=openpi agent.url=ws://127.0.0.1:8000 agent.replan_steps=5 out=runs/pi
+
+Every rollout worker opens its own connection, lazily (after the evaluator forked it), and a fresh
+one for every episode: openpi's protocol has no reset, and a server keeps per-connection state.
+``act(obs)`` sends the observation under openpi's keys -- the env's key map,
+``configs/openpi/<env>.yaml`` (``agent.keys`` to give another) -- in openpi's msgpack-numpy
+encoding, and plays the returned chunk ``actions [K, D]`` out one step at a time, asking again
+after ``replan_steps`` of them (0: the whole chunk). ``image_size > 0`` resizes every image to a
+square of that side first, keeping its aspect ratio and padding with black, as openpi's example
+clients do before sending (224 there). A server error (openpi's servers answer one with a text
+frame) fails the episode with the server's text. GST questions are not sent over the socket.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from envs.observation import Observation
+from envs.spec import EnvSpec
+
+
+def resize_with_pad(img: np.ndarray, size: int) -> np.ndarray:
+    """``img`` (H, W, C) scaled to fit a ``size`` x ``size`` square, aspect kept, centred on black."""
+    import cv2
+
+    h, w = img.shape[:2]
+    if (h, w) == (size, size):
+        return img
+    scale = size / max(h, w)
+    nh, nw = max(1, int(h * scale)), max(1, int(w * scale))
+    small = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR if scale > 1 else cv2.INTER_AREA)
+    out = np.zeros((size, size) + img.shape[2:], dtype=img.dtype)
+    top, left = (size - nh) // 2, (size - nw) // 2
+    out[top : top + nh, left : left + nw] = small.reshape(nh, nw, *img.shape[2:])
+    return out
+
+
+class OpenpiAgent:
+    name = "openpi"
+    privileged = False
+
+    def __init__(
+        self,
+        seed: int = 0,
+        url: str = "ws://127.0.0.1:8000",
+        token: str | None = None,
+        keys: dict[str, str] | None = None,
+        replan_steps: int = 0,
+        image_size: int = 0,
+        timeout_s: float = 120.0,
+    ) -> None:
+        if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
+            raise ValueError(f"agent.url must be the ws:// or wss:// address of an openpi-protocol server, got {url!r}")
+        if int(replan_steps) < 0 or int(image_size) < 0:
+            raise ValueError("agent.replan_steps and agent.image_size must be >= 0")
+        self.url, self.token, self.keys = url, token, dict(keys) if keys else None
+        self.replan_steps, self.image_size, self.timeout_s = int(replan_steps), int(image_size), float(timeout_s)
+        self._ws = None
+        self._keymap = None
+        self._queue: deque[np.ndarray] = deque()
+        self.metadata: dict[str, Any] = {}
+        self.last_timing: dict[str, float] | None = None
+
+    def _connect(self) -> None:
+        from websockets.sync.client import connect
+
+        from vla.serve.wire import unpack_openpi
+
+        headers = {"Authorization": f"Api-Key {self.token}"} if self.token else None
+        self._ws = connect(self.url, additional_headers=headers, compression=None, max_size=None, legacy=True)
+        meta = unpack_openpi(self._ws.recv(timeout=self.timeout_s))
+        self.metadata = meta if isinstance(meta, dict) else {}
+
+    def _close_ws(self) -> None:
+        if self._ws is not None:
+            try:
+                self._ws.close()
+            finally:
+                self._ws = None
+
+    def reset(self, instruction: str, spec: EnvSpec) -> None:
+        from vla.serve.openpi import KeyMap
+
+        self._queue.clear()
+        self._keymap = KeyMap.for_env(spec.family, self.keys)
+        self._close_ws()  # a fresh connection per episode: the server's per-connection state starts anew
+        self._connect()
+
+    def _request(self, obs: dict[str, Any]) -> np.ndarray:
+        from vla.serve.wire import pack_openpi, unpack_openpi
+
+        self._ws.send(pack_openpi(obs))
+        reply = self._ws.recv(timeout=self.timeout_s)
+        if isinstance(reply, str):
+            self._close_ws()
+            raise RuntimeError(f"the openpi server at {self.url} answered with an error: {reply[:2000]}")
+        out = unpack_openpi(reply)
+        if not isinstance(out, dict) or not isinstance(out.get("actions"), np.ndarray):
+            raise RuntimeError(f"the openpi server at {self.url} sent no 'actions' array: {str(out)[:300]}")
+        self.last_timing = out.get("server_timing")
+        actions = np.asarray(out["actions"], dtype=np.float64)
+        return actions.reshape(1, -1) if actions.ndim == 1 else actions
+
+    def act(self, observation: Observation) -> np.ndarray:
+        if self._queue:
+            return self._queue.popleft()
+        if self._keymap is None or self._ws is None:
+            raise RuntimeError("agent=openpi: call reset() before act()")
+        obs = self._keymap.openpi_observation(observation.to_dict())
+        if self.image_size:
+            for k, v in obs.items():
+                if isinstance(v, np.ndarray) and v.ndim == 3 and v.shape[2] == 3 and v.dtype == np.uint8:
+                    obs[k] = resize_with_pad(v, self.image_size)
+        chunk = self._request(obs)
+        n = len(chunk) if self.replan_steps == 0 else min(self.replan_steps, len(chunk))
+        self._queue.extend(chunk[1:n])
+        return chunk[0]
+
+    def answer(self, question: Any) -> str:
+        raise NotImplementedError("agent=openpi forwards actions only: openpi's protocol carries no questions")
+
+    def close(self) -> None:
+        self._close_ws()
