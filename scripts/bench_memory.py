@@ -5,6 +5,7 @@
     .venv/bin/python scripts/bench_memory.py --noise         # error vs perception noise (docs/MEMORY.md)
     .venv/bin/python scripts/bench_memory.py --perception    # integrate under the realistic/harsh profiles,
                                                              # with drift correction, vs Open3D on the same frames
+    .venv/bin/python scripts/bench_memory.py --stages        # where integrate's time goes, per profile
 
 Everything runs on one core (the process is pinned to one CPU and every thread pool is set to 1
 before numpy, numba or Open3D load). Frames are rendered once by the synthetic apartment's ray
@@ -109,6 +110,64 @@ def bench_perception(n: int, voxel: float, with_open3d: bool) -> dict:
                 t = o3["ScalableTSDFVolume"]["median_ms"]
                 row["ratio_ours_over_ScalableTSDFVolume"] = round(row["memory"]["first_pass"]["median_ms"] / t, 2)
         out[name] = row
+    return out
+
+
+def bench_stages(n: int, voxel: float) -> dict:
+    """CPU time per frame of each stage of ``integrate`` (256x256, the memory settings of each profile):
+    the memory's own steps are wrapped with a timer on the instance (nothing else changes)."""
+    from envs.perception import categories
+    from spatial_memory.perception import PROFILES
+    from vla.transforms.memory import memory_config_for
+
+    _, frames = render(n, 256)
+    out: dict = {}
+    for name in ("gt", "realistic", "harsh"):
+        stream = PROFILES[name].stream(("bench", name), categories("house"))
+        noisy = [stream(f) for f in frames]
+        cfg = memory_config_for(name)
+        warm = SpatialMemory(voxel, config=cfg)
+        for f in noisy[:3]:
+            warm.integrate(f)
+        mem = SpatialMemory(voxel, config=cfg)
+        spent: dict[str, float] = {}
+
+        def wrap(owner, attr: str, label: str) -> None:
+            fn = getattr(owner, attr)
+
+            def timed_call(*a, **k):
+                c = time.process_time()
+                try:
+                    return fn(*a, **k)
+                finally:
+                    spent[label] = spent.get(label, 0.0) + time.process_time() - c
+
+            setattr(owner, attr, timed_call)
+
+        if mem.drift is not None:
+            wrap(mem.drift, "correct", "drift correction")
+        for attr, label in (
+            ("_instance_slots", "instance slots"),
+            ("_backproject", "back-projection"),
+            ("_observe_objects", "objects: segments and association"),
+            ("_object_image", "object image"),
+        ):
+            wrap(mem, attr, label)
+        for attr, label in (
+            ("carve", "objects: carving samples"),
+            ("count_chances", "objects: detection chances"),
+            ("refit_dirty", "objects: box refits and merging"),
+        ):
+            wrap(mem.registry, attr, label)
+        wrap(mem.voxels, "carve", "voxels: carving")
+        wrap(mem.voxels, "integrate", "voxels: fusion")
+        total = [timed(mem.integrate, f) for f in noisy]
+        out[name] = {
+            "integrate": summary(total),
+            "stages_mean_ms": {
+                k: round(v / len(noisy) * 1e3, 3) for k, v in sorted(spent.items(), key=lambda kv: -kv[1])
+            },
+        }
     return out
 
 
@@ -238,7 +297,15 @@ def main() -> None:
     ap.add_argument("--voxel", type=float, default=0.05)
     ap.add_argument("--no-open3d", action="store_true")
     ap.add_argument("--perception", action="store_true", help="integrate under the perception profiles")
+    ap.add_argument("--stages", action="store_true", help="where integrate's time goes, per perception profile")
     args = ap.parse_args()
+
+    if args.stages:
+        n = 20 if args.quick else 60
+        res = {"voxel_size_m": args.voxel, "cpu": "one core (pinned)", "frames": n, "size": "256x256"}
+        res["profiles"] = bench_stages(n, args.voxel)
+        print(json.dumps(res, indent=1))
+        return
 
     if args.perception:
         n = 20 if args.quick else 60

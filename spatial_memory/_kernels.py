@@ -24,6 +24,9 @@ VOTE_MAX = 1 << 10
 _HASH_MUL = -7046029254386353131  # 0x9E3779B97F4A7C15 (Fibonacci hashing) as a signed int64
 BLOCK_SHIFT = 2
 BLOCK = 1 << BLOCK_SHIFT  # voxels are indexed in blocks of 4x4x4: hash the block, then a dense table
+_BLOCK_CACHE_BITS = 9
+_BLOCK_CACHE = 1 << _BLOCK_CACHE_BITS  # recently used blocks, per voxel pass
+TILE = 16  # carving: the image's farthest depth per TILE x TILE pixels bounds what a block may be seen through
 
 
 @njit(cache=True, inline="always")
@@ -146,65 +149,6 @@ def backproject_world(
     return n
 
 
-@njit(cache=True)
-def first_pixels(instance, slot_of_id, n_slots):
-    """Per slot, the raster index of its first pixel (H*W where it has none): an order of a frame's
-    segments that depends on where they are, not on their ids."""
-    H, W = instance.shape
-    out = np.full(n_slots, H * W, dtype=np.int64)
-    n_ids = slot_of_id.shape[0]
-    left = n_slots
-    for v in range(H):
-        for u in range(W):
-            i = instance[v, u]
-            if i >= 0 and i < n_ids:
-                s = slot_of_id[i]
-                if s >= 0 and out[s] == H * W:
-                    out[s] = v * W + u
-                    left -= 1
-                    if left == 0:
-                        return out
-    return out
-
-
-@njit(cache=True)
-def segment_samples(slot, pts, n_slots, max_per_slot, seg_pts, seg_count, seg_sum):
-    """Per instance slot: pixel count, coordinate sum and an evenly strided sample of its points.
-
-    ``seg_pts[s, :min(count, max_per_slot)]`` receives the sample (raster order, stride chosen from
-    the count so the sample spans the whole segment).
-    """
-    n = slot.shape[0]
-    for s in range(n_slots):
-        seg_count[s] = 0
-        seg_sum[s, 0] = 0.0
-        seg_sum[s, 1] = 0.0
-        seg_sum[s, 2] = 0.0
-    for m in range(n):
-        s = slot[m]
-        if s >= 0:
-            seg_count[s] += 1
-            seg_sum[s, 0] += pts[m, 0]
-            seg_sum[s, 1] += pts[m, 1]
-            seg_sum[s, 2] += pts[m, 2]
-    seen = np.zeros(n_slots, dtype=np.int64)
-    taken = np.zeros(n_slots, dtype=np.int64)
-    for m in range(n):
-        s = slot[m]
-        if s < 0:
-            continue
-        c = seg_count[s]
-        # take the point whose rank r makes floor(r * k / c) step up (k = sample size): k evenly spread points
-        k = min(c, max_per_slot)
-        r = seen[s]
-        seen[s] = r + 1
-        if (r * k) // c != ((r + 1) * k) // c and taken[s] < k:
-            seg_pts[s, taken[s], 0] = pts[m, 0]
-            seg_pts[s, taken[s], 1] = pts[m, 1]
-            seg_pts[s, taken[s], 2] = pts[m, 2]
-            taken[s] += 1
-
-
 @njit(cache=True, inline="always")
 def _fuse_run(idx, k, sr, sg, sb, lab, vox_f, vox_i, w_max):
     """Fuse a run of ``k`` consecutive points that fell in voxel ``idx`` with one object label:
@@ -260,6 +204,10 @@ def integrate_points(
     cap_vox = vox_ijk.shape[0]
     cap_blk = blk_vox.shape[0]
     cap_table = table.shape[0]
+    # the blocks of the last few image rows, direct-mapped by key: neighbouring rows revisit them, and the
+    # hash table (large, visited anywhere) costs a cache miss per probe
+    cache_key = np.full(_BLOCK_CACHE, np.int64(-2))
+    cache_blk = np.zeros(_BLOCK_CACHE, dtype=np.int64)
     last_vkey = np.int64(-2)
     last_bkey = np.int64(-2)
     b = 0
@@ -288,18 +236,24 @@ def integrate_points(
             if bkey != last_bkey:
                 if n_blk[0] >= cap_blk or 2 * (n_blk[0] + 1) > cap_table:
                     return m
-                b = _find_block(
-                    table,
-                    bits,
-                    bkey,
-                    n_blk,
-                    blk_vox,
-                    blk_ijk,
-                    i >> BLOCK_SHIFT,
-                    j >> BLOCK_SHIFT,
-                    kz >> BLOCK_SHIFT,
-                    True,
-                )
+                cs = _home_slot(bkey, _BLOCK_CACHE_BITS)
+                if cache_key[cs] == bkey:
+                    b = cache_blk[cs]
+                else:
+                    b = _find_block(
+                        table,
+                        bits,
+                        bkey,
+                        n_blk,
+                        blk_vox,
+                        blk_ijk,
+                        i >> BLOCK_SHIFT,
+                        j >> BLOCK_SHIFT,
+                        kz >> BLOCK_SHIFT,
+                        True,
+                    )
+                    cache_key[cs] = bkey
+                    cache_blk[cs] = b
                 last_bkey = bkey
             loc = _local(i, j, kz)
             idx = blk_vox[b, loc]
@@ -352,6 +306,19 @@ def _measured(depth, u, v):
 
 
 @njit(cache=True)
+def _tile_max_depth(depth):
+    """The largest valid depth per TILE x TILE pixels (-1 where a tile has none)."""
+    H, W = depth.shape
+    out = np.full(((H + TILE - 1) // TILE, (W + TILE - 1) // TILE), -1.0)
+    for v in range(H):
+        for u in range(W):
+            d = np.float64(depth[v, u])
+            if d > 0.0 and d < np.inf and d > out[v // TILE, u // TILE]:
+                out[v // TILE, u // TILE] = d
+    return out
+
+
+@njit(cache=True)
 def carve_voxels(
     blk_ijk, blk_vox, n_blk, vox_ijk, vox_i, voxel, T_cam_world, fx, fy, cx, cy, depth, margin_abs, margin_rel
 ):
@@ -362,6 +329,7 @@ def carve_voxels(
     H, W = depth.shape
     radius = 0.5 * np.sqrt(3.0) * BLOCK * voxel
     afx, afy = abs(fx), abs(fy)
+    far = _tile_max_depth(depth)
     freed = 0
     for b in range(n_blk):
         bx = (blk_ijk[b, 0] * BLOCK + 0.5 * BLOCK) * voxel
@@ -378,6 +346,24 @@ def carve_voxels(
             ru = afx * radius / (zc - radius) + 1.0
             rv = afy * radius / (zc - radius) + 1.0
             if u + ru < -0.5 or u - ru > W - 0.5 or v + rv < -0.5 or v - rv > H - 0.5:
+                continue
+            # nothing the block holds can be seen through when no pixel it may project to measures
+            # beyond its nearest point (plus the margin): the test below would fail for every voxel
+            # (a point within ``radius`` of the centre projects within afx r |(xc, zc)| / (zc (zc - r)) of it)
+            tu = afx * radius * np.sqrt(xc * xc + zc * zc) / (zc * (zc - radius)) + 1.0
+            tv = afy * radius * np.sqrt(yc * yc + zc * zc) / (zc * (zc - radius)) + 1.0
+            t0 = max(np.int64(np.floor((u - tu + 0.5) / TILE)), 0)
+            t1 = min(np.int64(np.floor((u + tu + 0.5) / TILE)), far.shape[1] - 1)
+            s0 = max(np.int64(np.floor((v - tv + 0.5) / TILE)), 0)
+            s1 = min(np.int64(np.floor((v + tv + 0.5) / TILE)), far.shape[0] - 1)
+            near = zc - radius
+            beyond = near + margin_abs + margin_rel * near
+            hit = False
+            for s in range(s0, s1 + 1):
+                for t in range(t0, t1 + 1):
+                    if far[s, t] > beyond:
+                        hit = True
+            if not hit:
                 continue
         for loc in range(BLOCK * BLOCK * BLOCK):
             vx = blk_vox[b, loc]
@@ -397,36 +383,6 @@ def carve_voxels(
                 if h <= 0:
                     freed += 1
     return freed
-
-
-@njit(cache=True)
-def carve_object_points(
-    points, npts, n_obj, T_cam_world, fx, fy, cx, cy, depth, obj_img, margin_abs, margin_rel, removed
-):
-    """Drop the sample points of every object that the frame shows are no longer there, compacting
-    each object's sample in place; ``removed[o]`` receives how many went.
-
-    A point goes when the depth image sees through it, or (with an object image ``obj_img``, the
-    memory's object index per pixel, -1 = none; pass a 0x0 array without masks) when it is visible
-    at the measured depth (within the margin) but its pixel shows something else.
-    """
-    have_obj = obj_img.shape[0] == depth.shape[0]
-    for o in range(n_obj):
-        keep = 0
-        for m in range(npts[o]):
-            x, y, z = points[o, m, 0], points[o, m, 1], points[o, m, 2]
-            u, v, zc = _to_pixel(x, y, z, T_cam_world, fx, fy, cx, cy)
-            d = _measured(depth, u, v)
-            margin = margin_abs + margin_rel * zc
-            gone = d > 0.0 and (d > zc + margin or (have_obj and abs(d - zc) <= margin and obj_img[v, u] != o))
-            if not gone:
-                if keep != m:
-                    points[o, keep, 0] = x
-                    points[o, keep, 1] = y
-                    points[o, keep, 2] = z
-                keep += 1
-        removed[o] = npts[o] - keep
-        npts[o] = keep
 
 
 @njit(cache=True)
@@ -491,94 +447,3 @@ def rasterize_columns(
                     wall_count[r, c] += 1
                 if lab >= 0:
                     object_count[r, c] += 1
-
-
-@njit(cache=True, inline="always")
-def _ptp_area(x, y, yaw):
-    c, s = np.cos(yaw), np.sin(yaw)
-    lo_a, hi_a, lo_b, hi_b = np.inf, -np.inf, np.inf, -np.inf
-    for m in range(x.shape[0]):
-        a = x[m] * c + y[m] * s
-        b = -x[m] * s + y[m] * c
-        lo_a, hi_a = min(lo_a, a), max(hi_a, a)
-        lo_b, hi_b = min(lo_b, b), max(hi_b, b)
-    return (hi_a - lo_a) * (hi_b - lo_b)
-
-
-@njit(cache=True, inline="always")
-def _quantile_sorted(v, q):
-    """``np.percentile(v, 100 q)`` (linear interpolation) of a sorted array."""
-    pos = q * (v.shape[0] - 1)
-    lo = int(np.floor(pos))
-    hi = min(lo + 1, v.shape[0] - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
-
-
-@njit(cache=True)
-def fit_gravity_box(points, q_lo, q_hi):
-    """(cx, cy, cz, sx, sy, sz, yaw) of a gravity-aligned box around Nx3 points.
-
-    yaw (in [0, pi/2)) minimises the footprint area of the points' extents: a 5 degree search, then
-    0.5 degree steps around the best; the box's extents along its axes and z are the ``q_lo``..``q_hi``
-    quantiles, so a few outliers do not inflate it.
-    """
-    n = points.shape[0]
-    mx, my = 0.0, 0.0
-    for m in range(n):
-        mx += points[m, 0]
-        my += points[m, 1]
-    mx /= n
-    my /= n
-    x = np.empty(n)
-    y = np.empty(n)
-    for m in range(n):
-        x[m] = points[m, 0] - mx
-        y[m] = points[m, 1] - my
-    step = np.pi / 36.0
-    best, best_area = 0.0, np.inf
-    for a in range(18):
-        area = _ptp_area(x, y, a * step)
-        if area < best_area - 1e-12:
-            best, best_area = a * step, area
-    coarse = best
-    for a in range(-9, 10):
-        yaw = coarse + a * step / 10.0
-        area = _ptp_area(x, y, yaw)
-        if area < best_area - 1e-12:
-            best, best_area = yaw, area
-    yaw = best % (np.pi / 2)
-    c, s = np.cos(yaw), np.sin(yaw)
-    a_ = np.empty(n)
-    b_ = np.empty(n)
-    z_ = np.empty(n)
-    for m in range(n):
-        a_[m] = x[m] * c + y[m] * s
-        b_[m] = -x[m] * s + y[m] * c
-        z_[m] = points[m, 2]
-    a_.sort()
-    b_.sort()
-    z_.sort()
-    a0, a1 = _quantile_sorted(a_, q_lo), _quantile_sorted(a_, q_hi)
-    b0, b1 = _quantile_sorted(b_, q_lo), _quantile_sorted(b_, q_hi)
-    z0, z1 = _quantile_sorted(z_, q_lo), _quantile_sorted(z_, q_hi)
-    ma, mb = 0.5 * (a0 + a1), 0.5 * (b0 + b1)
-    out = np.empty(7)
-    out[0] = mx + c * ma - s * mb
-    out[1] = my + s * ma + c * mb
-    out[2] = 0.5 * (z0 + z1)
-    out[3] = a1 - a0
-    out[4] = b1 - b0
-    out[5] = z1 - z0
-    out[6] = yaw
-    return out
-
-
-@njit(cache=True)
-def object_image(pix, slot, obj_of_slot, H, W):
-    """HxW image of the memory's object index per pixel (-1 = none) from the back-projected points."""
-    out = np.full(H * W, -1, dtype=np.int32)
-    for m in range(pix.shape[0]):
-        s = slot[m]
-        if s >= 0:
-            out[pix[m]] = obj_of_slot[s]
-    return out.reshape(H, W)

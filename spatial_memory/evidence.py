@@ -24,13 +24,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _object_kernels as okern
 from .geometry import rot_z
 
 
 def depth_consistent(slot: np.ndarray, pts: np.ndarray, n_slots: int, floor: float = 0.3) -> np.ndarray:
     """Slots with the points of each segment that lie far from its median distance (a detector's mask
     bleeding onto the wall behind, the floor in front) taken out: beyond max(``floor``, 2.5 sigma)
-    of the segment's median horizontal position, sigma from the median absolute deviation."""
+    of the segment's median horizontal position, sigma from the median absolute deviation
+    (:func:`._kernels.depth_outliers`, one pass over the points)."""
+    out = slot.copy()
+    if n_slots > 0 and len(slot):
+        okern.depth_outliers(slot, pts, n_slots, float(floor), out)
+    return out
+
+
+def _depth_consistent_numpy(slot: np.ndarray, pts: np.ndarray, n_slots: int, floor: float = 0.3) -> np.ndarray:
+    """The same as :func:`depth_consistent` in numpy (the reference its kernel is tested against)."""
     lab = np.flatnonzero(slot >= 0)
     if len(lab) == 0:
         return slot

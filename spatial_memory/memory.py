@@ -36,6 +36,7 @@ from typing import Iterable
 import numpy as np
 
 from . import _kernels as kern
+from . import _object_kernels as okern
 from . import serialization
 from .draw import BLUE, GREEN, RED, compose_level, draw_arrow, draw_disk, draw_polyline
 from .drift import DriftCorrector
@@ -150,7 +151,7 @@ class SpatialMemory:
         lut = np.full(ids[-1] + 1, -1, dtype=np.int32)
         lut[ids] = np.arange(len(ids), dtype=np.int32)
         if self.config.association != "instance":  # a detector's ids mean nothing: order segments by place
-            order = np.argsort(kern.first_pixels(frame.instance, lut, len(ids)), kind="stable")
+            order = np.argsort(okern.first_pixels(frame.instance, lut, len(ids)), kind="stable")
             ids = [ids[k] for k in order]
             lut[ids] = np.arange(len(ids), dtype=np.int32)
         return lut, ids, [frame.labels[i] for i in ids]
@@ -218,7 +219,7 @@ class SpatialMemory:
         seg_pts = np.zeros((n_slots, M, 3), dtype=np.float32)
         seg_count = np.zeros(n_slots, dtype=np.int64)
         seg_sum = np.zeros((n_slots, 3), dtype=np.float64)
-        kern.segment_samples(slot, pts, n_slots, M, seg_pts, seg_count, seg_sum)
+        okern.segment_samples(slot, pts, n_slots, M, seg_pts, seg_count, seg_sum)
         seen = np.flatnonzero(seg_count > 0)
         if len(seen):
             samples = [seg_pts[s, : min(int(seg_count[s]), M)] for s in seen]
@@ -235,7 +236,7 @@ class SpatialMemory:
         """HxW memory object index per pixel (-1 = none); None for a frame without masks."""
         if frame.instance is None:
             return None
-        return kern.object_image(pix, slot, obj_of_slot, *frame.depth.shape)
+        return okern.object_image(pix, slot, obj_of_slot, *frame.depth.shape)
 
     def integrate_boxes(
         self,
@@ -292,6 +293,15 @@ class SpatialMemory:
             at = np.flatnonzero(self._traj_step[: self._n_traj] <= int(step))
             i = int(at[-1]) if len(at) else 0
         return self._traj_T[i] @ invert_T(self._traj_odom[i]) @ T
+
+    def pose_uncertainty(self) -> tuple[float, float]:
+        """(sigma_xy_m, sigma_yaw_rad): how far the latest pose may be off against the map, from the drift
+        correction's covariance (it grows with every motion and shrinks with every accepted fit); (0, 0)
+        without drift correction (the poses are taken as given)."""
+        if self.drift is None:
+            return 0.0, 0.0
+        P = self.drift.P
+        return float(np.sqrt(max(0.5 * (P[0, 0] + P[1, 1]), 0.0))), float(np.sqrt(max(P[2, 2], 0.0)))
 
     # ================================================================================ queries
     def objects(self) -> list[MemoryObject]:

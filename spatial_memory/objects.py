@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _kernels as kern
+from . import _object_kernels as okern
 from .draw import box_footprint
 from .evidence import DetectorEvidence, inside_box
 from .geometry import rot_z, yaw_of_rotation
@@ -71,7 +71,7 @@ def fit_box(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     p = np.ascontiguousarray(points, dtype=np.float64).reshape(-1, 3)
     if len(p) == 0:
         raise ValueError("fit_box needs at least one point")
-    out = kern.fit_gravity_box(p, _Q_LO, _Q_HI)
+    out = okern.fit_gravity_box(p, _Q_LO, _Q_HI)
     return out[:3].copy(), out[3:6].copy(), float(out[6])
 
 
@@ -367,7 +367,7 @@ class ObjectRegistry(DetectorEvidence):
         removed = np.zeros(n_obj, dtype=np.int64)
         before = a["npts"][:n_obj].copy()
         obj_img = np.zeros((0, 0), dtype=np.int32) if obj_img is None else obj_img
-        kern.carve_object_points(
+        okern.carve_object_points(
             a["points"],
             a["npts"],
             n_obj,

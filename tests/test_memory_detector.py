@@ -78,6 +78,20 @@ def test_drift_correction_leaves_exact_odometry_alone(world):
     assert np.allclose(mem.to_memory_frame(frames[10].T_world_cam, int(steps[10])), T[10], atol=1e-9)
 
 
+def test_pose_uncertainty_reports_the_drift_correction(world):
+    """(sigma_xy, sigma_yaw) of the latest pose against the map: (0, 0) without drift correction; with it,
+    positive once the base has moved, and small while every frame fits the map."""
+    _, frames = world
+    plain = SpatialMemory()
+    plain.integrate(frames[0])
+    assert plain.pose_uncertainty() == (0.0, 0.0)
+    mem = SpatialMemory(config=MemoryConfig(drift=DRIFT))
+    for f in frames[:15]:
+        mem.integrate(f)
+    sxy, syaw = mem.pose_uncertainty()
+    assert 0.0 < sxy < 0.05 and 0.0 < syaw < np.radians(2.0)
+
+
 def test_false_positives_stay_unconfirmed_and_confused_duplicates_merge(world):
     scene, frames = world
     cats = CategoryModel.from_groups([("sofa", "bed"), ("table", "desk")], ("vase", "book", "lamp"))
@@ -120,3 +134,21 @@ def test_detector_state_round_trips_and_goes_on_identically(world, tmp_path):
     assert [(o.id, o.category) for o in a.objects()] == [(o.id, o.category) for o in b.objects()]
     assert np.array_equal(a.registry.support(), b.registry.support())
     assert np.array_equal(a.voxels.field("hits"), b.voxels.field("hits"))
+
+
+def test_depth_consistency_kernel_equals_its_numpy_reference():
+    """The compiled filter of a detector's mask bleed gives exactly what the numpy version gives."""
+    from spatial_memory.evidence import _depth_consistent_numpy, depth_consistent
+
+    rng = np.random.default_rng(3)
+    for n_slots in (1, 4, 9):
+        n = 4000
+        slot = rng.integers(-1, n_slots, n).astype(np.int32)
+        pts = rng.normal(0, 0.2, (n, 3)).astype(np.float32) + rng.integers(0, 3, (n, 1)).astype(np.float32)
+        bleed = rng.random(n) < 0.1  # a tenth of the points lie on the wall behind
+        pts[bleed, :2] += 2.5
+        slot[:7] = n_slots - 1 if n_slots > 1 else 0  # a tiny segment is left alone
+        got, ref = depth_consistent(slot, pts, n_slots), _depth_consistent_numpy(slot, pts, n_slots)
+        assert np.array_equal(got, ref)
+        assert (got != slot).any()
+    assert np.array_equal(depth_consistent(np.full(5, -1, np.int32), np.zeros((5, 3), np.float32), 2), np.full(5, -1))

@@ -277,3 +277,54 @@ def test_mirrored_images_with_negative_focal_length_fuse_identically(orbit, flip
     np.testing.assert_array_equal(a.field("hits")[key(a)], b.field("hits")[key(b)])
     for o in plain.objects():
         np.testing.assert_allclose(mirrored.object(o.id).center, o.center, atol=VOXEL / 2)  # other pixels sampled
+
+
+def _carve_reference(vm, T_cam_world, K, depth, margin_abs, margin_rel):
+    """Voxel carving by its rule, voxel by voxel (numpy), behind the same block test as the kernel's
+    (blocks behind the camera or whose bounding circle misses the image are not visited)."""
+    from spatial_memory import _kernels as kern
+
+    s, B = vm.voxel_size, kern.BLOCK
+    H, W = depth.shape
+    r = 0.5 * np.sqrt(3.0) * B * s
+    hits = vm.field("hits").copy()
+    ijk = vm.field("ijk").astype(np.float64)
+    blocks = np.floor_divide(vm.field("ijk"), B)
+    c = (blocks * B + 0.5 * B) * s @ T_cam_world[:3, :3].T + T_cam_world[:3, 3]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u, v = K[0, 0] * c[:, 0] / c[:, 2] + K[0, 2], K[1, 1] * c[:, 1] / c[:, 2] + K[1, 2]
+        ru, rv = abs(K[0, 0]) * r / (c[:, 2] - r) + 1, abs(K[1, 1]) * r / (c[:, 2] - r) + 1
+    out = (u + ru < -0.5) | (u - ru > W - 0.5) | (v + rv < -0.5) | (v - rv > H - 0.5)
+    visit = (c[:, 2] >= -r) & ~((c[:, 2] > r) & out)
+    p = (ijk + 0.5) * s @ T_cam_world[:3, :3].T + T_cam_world[:3, 3]
+    front = p[:, 2] > 1e-6
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pu = np.floor(K[0, 0] * p[:, 0] / p[:, 2] + K[0, 2] + 0.5)
+        pv = np.floor(K[1, 1] * p[:, 1] / p[:, 2] + K[1, 2] + 0.5)
+    inside = front & (pu >= 0) & (pu < W) & (pv >= 0) & (pv < H)
+    d = np.full(len(p), -1.0)
+    d[inside] = depth[pv[inside].astype(int), pu[inside].astype(int)]
+    d[~(np.isfinite(d) & (d > 0))] = -1.0
+    seen_through = visit & (hits > 0) & (d > 0) & (d > p[:, 2] + margin_abs + margin_rel * p[:, 2])
+    hits[seen_through] = hits[seen_through] // 2 - 1
+    return hits
+
+
+def test_voxel_carving_skips_only_blocks_it_cannot_carve():
+    """Carving skips a block when no pixel it may project to measures beyond it; the result must be
+    exactly the rule applied to every voxel (the skipped blocks held nothing to carve)."""
+    scene, K = apartment_scene(), default_camera(96, 96)
+    mem = SpatialMemory(carve_every=0)
+    for T in apartment_tour(24):
+        mem.integrate(scene.render(T, K, 96, 96))
+    for T in apartment_tour(7)[1::2]:  # other views: some see through walls' far sides, some not
+        frame = scene.render(T, K, 96, 96)
+        depth = frame.depth.copy()
+        depth[10:30, 40:60] = np.inf  # invalid pixels say nothing
+        depth[50:70, 5:25] *= 1.6  # and a patch that measures beyond the surfaces: free space to carve
+        vm = mem.voxels.copy()
+        T_cam_world = np.linalg.inv(T)
+        expected = _carve_reference(vm, T_cam_world, K, depth, 0.1, 0.03)
+        vm.carve(T_cam_world, K, depth, 0.1, 0.03)
+        assert np.array_equal(vm.field("hits"), expected)
+        assert (expected != mem.voxels.field("hits")).any()  # something was carved

@@ -506,3 +506,20 @@ def test_navigation_benchmark():
         }
     print(json.dumps({"max_steps": env_cfg["max_steps"], **summary}, indent=1))
     assert summary["memory"]["success_rate"] >= 0.8
+
+
+def test_harsh_sensors_need_more_obstacle_evidence():
+    """Under ``harsh`` an obstacle voxel needs 3 hits before the grid blocks it (the noisy depth scatters
+    single-hit voxels through free space, and their inflation walled the base in); other profiles keep 1,
+    and a value set explicitly stays."""
+    from vla.agents.memory import MemoryAgent
+
+    def hits(**options) -> int:
+        return MemoryAgent(**options).navigator.config.min_obstacle_hits
+
+    assert hits(perception="harsh") == 3
+    assert hits(perception="realistic") == hits(perception="gt") == 1
+    assert hits(perception="harsh", navigator={"min_obstacle_hits": 1}) == 1
+    assert MemoryNavigator().config.occupancy_bands.min_hits == 1  # no profile applied: every hit counts
+    with pytest.raises(ValueError, match="min_obstacle_hits"):
+        NavigatorConfig(min_obstacle_hits=-1)

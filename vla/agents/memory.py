@@ -101,7 +101,8 @@ class MemoryAgent(WithMemory):
     def __init__(self, seed: int = 0, **options: Any) -> None:
         self.options = MemoryAgentOptions(**options)
         inputs = MemoryInputs(self.options.inputs_config(), seed=seed)
-        self.navigator = MemoryNavigator(NavigatorConfig.from_dict(self.options.navigator))
+        nav_cfg = NavigatorConfig.from_dict(self.options.navigator).for_perception(self.options.perception)
+        self.navigator = MemoryNavigator(nav_cfg)
         self.driver = None
         if self.options.driver:
             from . import make_agent

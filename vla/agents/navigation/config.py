@@ -5,10 +5,15 @@ degrees ``_deg``); see docs/NAVIGATION.md.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from spatial_memory.queries import OccupancyBands
+
+# Hits an obstacle-band voxel needs before the grid takes it for an obstacle, per perception profile
+# (``min_obstacle_hits = 0`` leaves it to the profile): the ``harsh`` depth scatters single-hit voxels
+# through free space, which the inflation turned into a lethal carpet around the base (docs/NAVIGATION.md).
+OBSTACLE_HITS = {"gt": 1, "realistic": 1, "harsh": 3}
 
 
 @dataclass(frozen=True)
@@ -20,7 +25,7 @@ class NavigatorConfig:
     map_extent_m: float = 30.0  # the grid covers [-extent, extent]^2 around the odometry origin
     obstacle_band_m: tuple[float, float] = (0.1, 2.3)  # voxel centres in this height band are obstacles
     floor_max_z_m: float = 0.05  # voxel centres below this are floor
-    min_obstacle_hits: int = 1
+    min_obstacle_hits: int = 0  # hits an obstacle voxel needs; 0 = by the perception profile (OBSTACLE_HITS)
     scan_max_m: float = 8.0  # free-space rays of the depth image, up to this range
     scan_margin_m: float = 0.1  # stop a free-space ray this short of the first obstacle pixel
     scan_col_stride: int = 4
@@ -83,6 +88,10 @@ class NavigatorConfig:
                 "NavigatorConfig needs floor_max_z_m <= obstacle_band_m[0] < obstacle_band_m[1], "
                 f"got {self.floor_max_z_m}, {self.obstacle_band_m}"
             )
+        if self.min_obstacle_hits < 0:
+            raise ValueError(
+                f"NavigatorConfig.min_obstacle_hits must be >= 0 (0 = by perception), got {self.min_obstacle_hits}"
+            )
         if self.approach_max_m < self.approach_m or self.approach_m <= 0:
             raise ValueError("NavigatorConfig needs 0 < approach_m <= approach_max_m")
         object.__setattr__(self, "obstacle_band_m", (float(lo), float(hi)))
@@ -98,7 +107,15 @@ class NavigatorConfig:
             raise ValueError(f"unknown navigator option(s) {unknown}; valid: {sorted(f.name for f in fields(cls))}")
         return cls(**d)
 
+    def for_perception(self, profile: str) -> "NavigatorConfig":
+        """This config with what it leaves to the perception profile filled in (``min_obstacle_hits = 0``:
+        :data:`OBSTACLE_HITS`, 1 for a profile not listed); values set explicitly stay."""
+        if self.min_obstacle_hits > 0:
+            return self
+        return replace(self, min_obstacle_hits=OBSTACLE_HITS.get(profile, 1))
+
     @property
     def occupancy_bands(self) -> OccupancyBands:
-        """What the grid reads from the memory as floor and obstacles (:meth:`SpatialMemory.occupancy2d`)."""
-        return OccupancyBands(self.floor_max_z_m, self.obstacle_band_m, self.min_obstacle_hits)
+        """What the grid reads from the memory as floor and obstacles (:meth:`SpatialMemory.occupancy2d`);
+        ``min_obstacle_hits = 0`` (no profile applied) reads as 1."""
+        return OccupancyBands(self.floor_max_z_m, self.obstacle_band_m, max(1, self.min_obstacle_hits))

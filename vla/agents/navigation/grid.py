@@ -2,7 +2,8 @@
 cost map, and the free-space rays of a depth image (``scan_rays``).
 
 Cells: rows along y, columns along x, in the odometry frame (:class:`spatial_memory.lattice.CellLattice`).
-An **obstacle** cell holds an occupied memory voxel in the base's height band (or comes from bumps),
+An **obstacle** cell holds an occupied memory voxel in the base's height band (hit at least
+``min_obstacle_hits`` times) or comes from bumps,
 **known free** cells are seen floor, cells on a free-space ray, or where the base stood; a view
 that cannot vouch for the floor marks it **suspect**. The **cost** is infinite closer than
 ``agent_radius_m + lethal_margin_m`` to an obstacle, expensive up to ``agent_radius_m + inflation_m``,
