@@ -214,8 +214,13 @@ def skip_reason(text: str) -> str | None:
 
 
 def outputs(text: str) -> list[str]:
-    """The paths a command writes (``out=``, ``record=``, ``--root``), up to any ``$`` or ``*``."""
+    """The paths a command writes (``out=``, ``record=``, ``--root``; ``make proof``: its ``PROOF``
+    directory, the Makefile's default unless the command sets it), up to any ``$`` or ``*``."""
     found = re.findall(r"(?:\bout=|\brecord=|--root\s+)(\S+)", text)
+    proof = re.search(r"\bmake\s+(?:PROOF=(\S+)\s+)?proof\b", text)
+    if proof:
+        default = re.search(r"^PROOF\s*\?=\s*(\S+)", (ROOT / "Makefile").read_text(), re.M)
+        found.append(proof.group(1) or (default.group(1) if default else ""))
     return [re.split(r"[$*]", p)[0] for p in found if re.split(r"[$*]", p)[0]]
 
 

@@ -5,7 +5,8 @@ in any other view of the scene), exact labels, exact depth, exact odometry. A ro
 that. A :class:`PerceptionProfile` turns the simulator's frames into what a robot would get:
 
 * **detector** (:class:`DetectorModel`): instance ids are *frame-local* (fresh random numbers in
-  every frame, so no id survives from one frame to the next, nor into another view); objects are
+  every frame, so no id survives from one frame to the next, nor into another view; a frame's label
+  table is listed by id, an order that says nothing about the true instances); objects are
   missed (more often when small, and some instances are harder than others for the whole scene);
   false positives appear as blobs on surfaces with a plausible wrong category; a detection's
   category is confused with a similar class (some instances are confused persistently, as real
@@ -340,7 +341,9 @@ class PerceptionStream:
             new = np.array([g for g, _, _ in dets][:k] + [MAX_LOCAL_ID + i for i in range(max(k - len(dets), 0))])
         lut = np.zeros(k + 1, dtype=np.int32)
         lut[1:] = new
-        return lut[out], {int(new[i]): cats[i] for i in range(k)}
+        # the table is listed by id, not in detection order (the true instance ids' order, false positives
+        # last): frame-local ids are a random sample, so their order is a shuffle of the detections
+        return lut[out], {int(new[i]): cats[i] for i in np.argsort(new, kind="stable")}
 
 
 def _mask_errors(inst, gid, sl, claimed, d: DetectorModel, rng: np.random.Generator):

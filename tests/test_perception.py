@@ -139,6 +139,31 @@ def test_ids_are_frame_local(tour):
     assert max(seen.values()) == 1  # ... but never twice under the same id
 
 
+def test_label_tables_say_nothing_of_the_true_ids_or_of_false_positives(tour):
+    """A frame's table lists its detections by their (random) ids, not in the simulator's instance-id
+    order with false positives last: read in table order, the true ids under the detections are not
+    sorted, and false positives (nothing true under them) are not always at the end."""
+    _, frames = tour
+    det = DetectorModel(miss_rate=0.0, small_pixels=0, false_positives=2.0)
+    s = PerceptionProfile("t", detector=det).stream(("apartment", "order"), CATS)
+    unsorted = fp_not_last = tables = 0
+    for f in frames:
+        out = s(f)
+        trues = []
+        for i in out.labels:  # table order
+            under = f.instance[out.instance == i]
+            under = under[under > 0]
+            trues.append(int(np.bincount(under).argmax()) if len(under) else None)
+        assert list(out.labels) == sorted(out.labels)
+        real = [t for t in trues if t is not None]
+        if len(real) >= 3:
+            tables += 1
+            unsorted += real != sorted(real)
+        if None in trues and len(real) >= 2:
+            fp_not_last += trues.index(None) < len(real)
+    assert tables >= 10 and unsorted >= tables // 2 and fp_not_last >= 3
+
+
 def test_odometry_drifts_by_dead_reckoning(tour):
     _, frames = tour
     m = OdometryModel(sigma_xy_m=0.01, sigma_yaw_deg=0.5)

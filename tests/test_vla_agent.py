@@ -180,7 +180,7 @@ def test_offline_answers_fuse_each_stream_once_into_the_cache_training_reads(tmp
     cache = tmp_path / "cache"
     agent = VLAAgent(checkpoint=str(ck), device="cpu", max_answer_tokens=4, memory_cache=str(cache))
     questions = load_questions(gst)
-    answers = [agent.answer(q) for q in questions]
+    answers = [agent.answer(q.for_agent()) for q in questions]  # what vla-gst eval hands it
     assert all(isinstance(a, str) for a in answers)
     streams = {json.dumps(q.media.get("clip_stream", q.media["stream"])) for q in questions}
     assert len(streams) < len(questions)  # the fixture's scene shares its video stream
@@ -191,3 +191,29 @@ def test_offline_answers_fuse_each_stream_once_into_the_cache_training_reads(tmp
     for i in range(len(src)):
         src.sample(i)
     assert src._cache.fused == 0
+
+
+def test_a_served_memory_checkpoint_builds_the_map_it_was_trained_with(tmp_path):
+    """vla-serve policy_path= of a memory-reading checkpoint serves with its own memory inputs (no
+    memory options typed again: before, it ran without its map unless they were), and refuses others."""
+    from dataclasses import replace
+
+    from envs.spec import ActionSpec
+    from tests.serving import toy_spec, tour_observations
+    from vla.serve.policy import load_batch_policy
+
+    memory = {"inputs": ["topdown", "objects", "text"], "map_level": "easy", "map_size": [56, 56], "max_objects": 4}
+    ck = _export(tmp_path / "policy", memory=memory, chunk=1)
+    served = load_batch_policy(str(ck))
+    assert served.metadata()["memory"] is True
+    spec = replace(toy_spec(), action=ActionSpec(tuple(LOW), tuple(HIGH), ("forward_m", "left_m", "yaw_rad")))
+    served.reset("s", "go to the sofa", spec)
+    obs, _ = tour_observations(4)
+    for o in obs:
+        (action,) = served.infer_batch(["s"], [o])
+        assert not isinstance(action, Exception), action
+    memory_now = served.live_memory("s")
+    assert memory_now is not None and len(memory_now.objects()) > 0  # the map the policy reads was built
+    with pytest.raises(ValueError, match="trained with"):
+        load_batch_policy(str(ck), memory={**memory, "map_size": [64, 64]})
+    assert load_batch_policy(str(ck), memory=memory).memory_cfg is not None  # the same config is accepted

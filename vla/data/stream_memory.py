@@ -14,8 +14,11 @@ what the memory agent computes its answers from, in words, for a model to read.
 
 Fusing a stream takes seconds; the questions of a scene share one stream, so
 :class:`StreamMemoryCache` keeps what it fused: in memory (the last ``lru`` streams) and, with a
-``root``, on disk -- one ``.npz`` per (memory config, stream files), named by a hash of the config
-and each stream file's path, size and mtime, so a changed config or stream is never served stale.
+``root``, on disk -- one ``.npz`` per question's entries (``q``-prefixed), named by a hash of the
+memory config, the content of the stream's files and of the question's view and red boxes, its
+subtask, prompt and public metadata: never of an id or a path, so a question and its agent's blind
+view (:meth:`Question.for_agent`, which names files by content), training and eval share the entry,
+and a changed config, stream or view is never served stale.
 Files are written atomically (a temporary file, then ``os.replace``) and read without pickle; a
 damaged file is derived data and is fused again. A training run's data-loader workers and
 ``vla-gst eval`` share one such directory.
@@ -33,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from envs.observation import Observation
-from vla.gst.question import Question
+from vla.gst.question import PUBLIC_META, MediaRef, Question, content_token
 from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 
 from .layout import house_spec, implied_spec
@@ -41,6 +44,9 @@ from .memory_cache import _config_json
 
 FORMAT = 1
 _KINDS = "__kinds__"
+
+
+QUESTION_MEDIA = ("current_sensors", "current_view", "boxes")  # what a question's entries read besides its stream
 
 
 def stream_key_of(q: Question) -> str:
@@ -87,12 +93,28 @@ def question_entries(q: Question, inputs: MemoryInputs) -> dict[str, Any]:
 
 
 def _files(q: Question, stream_key: str) -> list[Path] | None:
-    """The stream's files, or None when the stream is held in memory (nothing to key a cache on)."""
+    """A medium's files, or None when it is held in memory."""
     value = q.media[stream_key]
     rels = value if isinstance(value, list) else [value]
     if not rels or not all(isinstance(r, (str, Path)) for r in rels):
         return None
     return [Path(r) if Path(r).is_absolute() else Path(q.root or ".") / r for r in rels]
+
+
+def _content(q: Question, name: str) -> list[str] | None:
+    """Names for the content of a medium's files (an agent's handles carry theirs); None when the medium
+    is held in memory (nothing to key a cache on)."""
+    value = q.media[name]
+    refs = value if isinstance(value, list) else [value]
+    if refs and all(isinstance(r, MediaRef) for r in refs):  # an agent's view of a question: no paths
+        return [r.token for r in refs]
+    paths = _files(q, name)
+    if paths is None:
+        return None
+    try:
+        return [content_token(p) for p in paths]
+    except OSError as exc:
+        raise ValueError(f"question {q.id}: {name} file: {exc}") from exc
 
 
 class StreamMemoryCache:
@@ -116,18 +138,10 @@ class StreamMemoryCache:
 
     def key(self, q: Question, stream_key: str | None = None) -> str | None:
         """The cache key of the question's stream under this config; None for an in-memory stream."""
-        stream_key = stream_key or stream_key_of(q)
-        paths = _files(q, stream_key)
-        if paths is None:
+        content = _content(q, stream_key or stream_key_of(q))
+        if content is None:
             return None
-        files = []
-        for p in paths:
-            try:
-                st = p.stat()
-            except OSError as exc:
-                raise ValueError(f"question {q.id}: stream file {p}: {exc}") from exc
-            files.append([str(p.resolve()), st.st_size, st.st_mtime_ns])
-        blob = json.dumps({"format": FORMAT, "config": self._config_json, "files": files}, sort_keys=True)
+        blob = json.dumps({"format": FORMAT, "config": self._config_json, "content": content}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
     def path(self, key: str) -> Path | None:
@@ -153,13 +167,13 @@ class StreamMemoryCache:
         if skey is None:
             self.fused += 1
             return question_entries(q, fused_stream(q, self.config))
-        view = q.media.get("current_sensors")
-        stat = None
-        if isinstance(view, (str, Path)):
-            p = Path(view) if Path(view).is_absolute() else Path(q.root or ".") / view
-            st = p.stat()
-            stat = [str(p.resolve()), st.st_size, st.st_mtime_ns]
-        blob = json.dumps({"stream": skey, "question": q.id, "subtask": q.subtask, "view": stat}, sort_keys=True)
+        # what the entries depend on besides the stream, by content: never the id or a path (a question
+        # and its agent's blind view, training and eval, share the entry)
+        media = {k: _content(q, k) for k in QUESTION_MEDIA if k in q.media}
+        meta = {k: q.meta.get(k) for k in PUBLIC_META}
+        blob = json.dumps(
+            {"stream": skey, "subtask": q.subtask, "prompt": q.prompt, "meta": meta, "media": media}, sort_keys=True
+        )
         key = "q" + hashlib.sha256(blob.encode()).hexdigest()[:24]
 
         def compute() -> dict[str, Any]:
@@ -173,6 +187,8 @@ class StreamMemoryCache:
             self._streams.move_to_end(skey)
             return question_entries(q, inputs)
 
+        if None in media.values():  # a view held in memory: nothing to key it on
+            return compute()
         return self._cached(key, compute)
 
     def _cached(self, key: str, compute) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from spatial_memory.geometry import (
 )
 
 from .answers import format_answer
-from .question import Question
+from .question import MediaRef, Question
 from .subtasks import CHOICES, SUBTASKS
 
 RED = np.array([220, 30, 30])
@@ -120,13 +120,18 @@ class MemoryAnswerer:
         agent's live memory, which fused exactly that video; offline, a memory built from the
         question's own sensor stream."""
         stream_ref = question.media.get("stream")
-        mid_episode = stream_ref is not None and not isinstance(stream_ref, (str, Path))
+        mid_episode = question.held_in_memory("stream")
         if live is not None and live.n_frames > 0 and (mid_episode or question.current_pose is not None):
             return live
         stream = question.get("stream")
-        # a mid-episode stream without a live memory is a list that grows between checkpoints:
-        # its length is part of the key
-        key = (stream_ref if isinstance(stream_ref, (str, Path)) else (id(stream), len(stream)), question.root)
+        # a recording on file is known by its handle's token (or its path); a mid-episode stream without a
+        # live memory is a list that grows between checkpoints: its length is part of the key
+        if isinstance(stream_ref, MediaRef):
+            key = ("token", stream_ref.token)
+        elif isinstance(stream_ref, (str, Path)):
+            key = (str(stream_ref), question.root)
+        else:
+            key = (id(stream), len(stream))
         if key != self._cache_key:
             memory = self._new_memory()
             for f in stream:
@@ -325,8 +330,7 @@ class MemoryAnswerer:
         (odometry from its own origin): a few of its frames are localised in the memory and the clip's
         odometry is placed by the pose most of them agree on."""
         clip: list[CameraFrame] = question.get("clip_stream")
-        stream_ref = question.media.get("stream")
-        mid_episode = stream_ref is not None and not isinstance(stream_ref, (str, Path))
+        mid_episode = question.held_in_memory("stream")
         if mid_episode or self.cfg.perception == "gt":
             return np.array([memory.to_memory_frame(f.T_world_cam, f.step) for f in clip])
         picks = sorted({int(round(x)) for x in np.linspace(0, len(clip) - 1, min(self.cfg.clip_views, len(clip)))})

@@ -344,6 +344,8 @@ def export_questions(cfg: dict[str, Any]) -> dict[str, Any]:
         seed=int(cfg.get("export_seed", 0)),
         sensors=sensors_for(profile, cfg["env"]["name"]),
         streams=bool(cfg.get("export_streams", True)),
+        tds=str(cfg.get("export_tds", "apart")),
+        tds_share=float(cfg.get("export_tds_share", 0.5)),
     )
 
 
@@ -383,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
         elif command == "export":
             s = export_questions(cfg)
             print(f"{s['questions']} questions, {s['media_files']} media files -> {s['out']}")
+            if s["dropped"]:
+                left = ", ".join(f"{k} {v}" for k, v in sorted(s["dropped"].items()))
+                print(f"  TDS apart ({s['tds_blocks']} block(s) of four apartments); left out: {left}")
             print(f"  answers (private, keep them away from the models) -> {s['answers']}")
         else:
             if not (cfg.get("questions") or cfg.get("answers")) or not cfg.get("predictions"):

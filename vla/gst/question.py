@@ -5,16 +5,22 @@ paper's models get), plus the robot's own sensor streams recorded with the video
 masks and odometry poses in the robot's own frame (starting at its own origin). Offline, the
 current view comes **without** its pose (``current_pose is None``); mid-episode the agent's own
 odometry pose comes with it. Top-down images are just images. Scene truth and the answer are never
-given: agents receive :meth:`Question.for_agent`, which drops them.
+given: agents receive :meth:`Question.for_agent`, which drops them, and which is *blind* the way an
+export is (docs/GST.md): an opaque id, no scene name (only its environment family, ``house`` or a
+LIBERO suite), no question directory, and media as :class:`MediaRef` handles instead of paths (paths
+name the scene, whose seed rebuilds its truth).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import os
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -48,20 +54,55 @@ class Question:
 
     def for_agent(self, sensors: Any = None) -> "Question":
         """The question as an agent may see it: no answer, no privileged metadata; its sensor media
-        (``SENSOR_MEDIA``) as ``sensors`` makes them (a :class:`vla.gst.sensors.AgentSensors`), if given."""
-        return replace(
-            self,
+        (``SENSOR_MEDIA``) as ``sensors`` makes them (a :class:`vla.gst.sensors.AgentSensors`), if given.
+
+        Blind, like an export: the id is an opaque name (keyed by a secret of this process), of the
+        scene only its environment family (:func:`scene_family`: ``house/test/900003`` -> ``house``; a
+        memory needs to know a tabletop from an apartment), no root, and every file-backed medium a
+        :class:`MediaRef` (its content's hash, never its path). An offline Traj clip is a recording of
+        its own: its frames are numbered from 0, not with the video's steps. In-memory media
+        (mid-episode: the agent's own frames) stay as they are."""
+        src = replace(self, sensors=sensors, _cache=self._cache if sensors is None else {})
+        media: dict[str, Any] = {}
+        for key, value in self.media.items():
+            if _is_path(value):
+                load = (lambda k=key: _renumbered(src.get(k))) if key == "clip_stream" else (lambda k=key: src.get(k))
+                media[key] = MediaRef(load, _fingerprint(src._path(key)))
+            elif isinstance(value, list) and value and all(_is_path(v) for v in value):
+                if key in SENSOR_MEDIA:
+                    raise ValueError(f"question {self.id}: sensor media {key!r} split over several files")
+                paths = [src._resolve(v) for v in value]
+                media[key] = [MediaRef(lambda p=p: _cached_load(p), _fingerprint(p)) for p in paths]
+            else:  # held in memory (mid-episode): through the sensors now, if any
+                media[key] = src.get(key) if sensors is not None and key in SENSOR_MEDIA else value
+        return Question(
+            id=blind_id(self.id),
+            subtask=self.subtask,
+            scene=scene_family(self.scene),
+            prompt=self.prompt,
+            media=media,
             answer=None,
             meta={k: v for k, v in self.meta.items() if k in PUBLIC_META},
-            sensors=sensors,
-            _cache=self._cache if sensors is None else {},
+            root=None,
+            current_pose=self.current_pose,
         )
+
+    def held_in_memory(self, name: str) -> bool:
+        """Whether a medium is an object in memory (mid-episode), not a file (or a handle on one)."""
+        value = self.media.get(name)
+        items = value if isinstance(value, list) else [value]
+        return value is not None and not all(_is_path(v) or isinstance(v, MediaRef) for v in items)
 
     # ---------------------------------------------------------------- media access (lazy, cached)
     def _path(self, name: str) -> Path:
         value = self.media[name]
-        if not isinstance(value, (str, Path)):
-            raise TypeError(f"media {name!r} of question {self.id} is in memory, not a file")
+        if not _is_path(value):
+            raise TypeError(
+                f"media {name!r} of question {self.id} is not a file path (in memory, or an agent's handle)"
+            )
+        return self._resolve(value)
+
+    def _resolve(self, value: str | Path) -> Path:
         p = Path(value)
         return p if p.is_absolute() or self.root is None else self.root / p
 
@@ -73,12 +114,14 @@ class Question:
         if name in self._cache:
             return self._cache[name]
         value = self.media[name]
-        if isinstance(value, (str, Path)):
+        if _is_path(value):
             obj = _cached_load(self._path(name))
-        elif isinstance(value, list) and value and isinstance(value[0], (str, Path)):
-            obj = [
-                _cached_load(Path(v) if Path(v).is_absolute() or self.root is None else self.root / v) for v in value
-            ]
+        elif isinstance(value, MediaRef):
+            obj = value.load()
+        elif isinstance(value, list) and value and _is_path(value[0]):
+            obj = [_cached_load(self._resolve(v)) for v in value]
+        elif isinstance(value, list) and value and isinstance(value[0], MediaRef):
+            obj = [v.load() for v in value]
         else:
             obj = value
         if self.sensors is not None and name in SENSOR_MEDIA:
@@ -95,7 +138,9 @@ class Question:
             elif isinstance(v, list) and all(isinstance(x, (str, Path)) for x in v):
                 media[k] = [str(x) for x in v]
             else:
-                raise TypeError(f"media {k!r} of {self.id} is in memory; write it to a file first")
+                raise TypeError(
+                    f"media {k!r} of {self.id} is in memory (or an agent's handle); write it to a file first"
+                )
         return {
             "id": self.id,
             "subtask": self.subtask,
@@ -123,6 +168,66 @@ class Question:
             meta=d.get("meta", {}),
             root=root,
         )
+
+
+class MediaRef:
+    """A medium as an agent gets it (:meth:`Question.for_agent`): a handle that loads it, and ``token``, a
+    name for its content (a hash of the file), not for its place: questions that share a recording share
+    the token (an agent may cache what it builds from it), and nothing in it names a scene."""
+
+    __slots__ = ("_load", "_fingerprint", "_token")
+
+    def __init__(self, load: Callable[[], Any], fingerprint: Callable[[], str]) -> None:
+        self._load, self._fingerprint, self._token = load, fingerprint, None
+
+    @property
+    def token(self) -> str:
+        if self._token is None:
+            self._token = self._fingerprint()
+        return self._token
+
+    def load(self) -> Any:
+        return self._load()
+
+    def __repr__(self) -> str:
+        return f"MediaRef({self.token})"
+
+
+_SECRET = os.urandom(16)  # blind ids cannot be reversed by hashing guessed ids (they name scenes)
+_FINGERPRINTS: dict[tuple, str] = {}
+
+
+def scene_family(scene: str) -> str:
+    """The environment family of a scene name (its first part): what a blind question keeps of it."""
+    return scene.split("/", 1)[0]
+
+
+def blind_id(question_id: str) -> str:
+    """An agent's name for a question: stable within this process, says nothing about the question."""
+    return "q" + hmac.new(_SECRET, question_id.encode(), hashlib.sha256).hexdigest()[:16]
+
+
+def content_token(path: str | Path) -> str:
+    """A name for a file's content (a hash; computed once per file version in a process)."""
+    path = Path(path)
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _FINGERPRINTS:
+        _FINGERPRINTS[key] = hashlib.sha256(path.read_bytes()).hexdigest()[:24]
+    return _FINGERPRINTS[key]
+
+
+def _fingerprint(path: Path) -> Callable[[], str]:
+    return lambda: content_token(path)
+
+
+def _is_path(value: Any) -> bool:
+    return isinstance(value, (str, Path))
+
+
+def _renumbered(frames: list[CameraFrame]) -> list[CameraFrame]:
+    """A clip's frames numbered 0, 1, ... (a recording of its own), arrays shared."""
+    return [replace(f, step=i) for i, f in enumerate(frames)]
 
 
 def _jsonable(x: Any) -> Any:

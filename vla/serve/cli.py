@@ -1,7 +1,7 @@
 """``vla-serve`` (host an agent) and ``vla-query`` (ask a served agent's map) command lines.
 
     vla-serve agent=memory port=8765 [env=house] [host=0.0.0.0 token=...]
-    vla-serve policy_path=runs/train/policy [+memory.inputs=[topdown,objects]] [device=cuda]   # the learned VLA
+    vla-serve policy_path=runs/train/policy [device=cuda]   # the learned VLA (a memory policy brings its memory)
     vla-query --url ws://127.0.0.1:8765 "where is the black bowl?"
     vla-query --target bowl --what direction,distance
     vla-query --objects | --png map.png --level easy | --snapshot memory.npz | --health | --sessions

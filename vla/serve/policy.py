@@ -243,12 +243,29 @@ class ModelSessions:
 
 def load_batch_policy(path: str, memory: dict[str, Any] | None = None, device: str = "cpu") -> BatchPolicy:
     """The learned policy from an exported or checkpoint directory (``vla.policy.load_policy``),
-    served as a :class:`ModelSessions` (``vla-serve policy_path=DIR``)."""
+    served as a :class:`ModelSessions` (``vla-serve policy_path=DIR``). A policy that reads the memory
+    builds, per session, the very memory inputs it was trained with (the checkpoint's ``memory``), as
+    ``agent=vla`` does; ``memory`` given here must then be the same config, not another one."""
     from vla.policy import load_policy
 
     model = load_policy(path, device=device)
     model.eval()
+    pcfg = model.config
+    if pcfg.inputs.uses_memory:
+        own = dict(pcfg.memory or {})
+        if memory is not None and not _same_memory(memory, own):
+            raise ValueError(
+                f"{path} reads the memory it was trained with ({own}); memory={memory} would feed it "
+                "another: leave memory unset to serve the checkpoint's"
+            )
+        memory = own
     return ModelSessions(model, memory, name="vla")
+
+
+def _same_memory(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    from ..transforms.memory import MemoryInputsConfig
+
+    return MemoryInputsConfig.from_dict(dict(a)) == MemoryInputsConfig.from_dict(dict(b))
 
 
 def make_batch_policy(agent_cfg: dict[str, Any], memory: dict[str, Any] | None = None) -> BatchPolicy:
