@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .door import CloseDoor
+from .door import CloseDoor, OpenDoor
 from .drawer import CloseDrawer, OpenDrawer
 from .knob import TurnKnob
 from .control import move
@@ -120,8 +120,8 @@ def make_skill(view: SimView, goal: SubGoal) -> Skill:
         return TurnKnob(view, p[1], on=kind == "turnon")
     if kind in ("open", "close") and view.is_site(p[1]) and view.joints_of(p[1]):
         return OpenDrawer(view, p[1]) if kind == "open" else CloseDrawer(view, p[1])
-    if kind == "close" and view.is_fixture(p[1]) and view.joints_of(p[1]):
-        return CloseDoor(view, p[1])
+    if kind in ("open", "close") and view.is_fixture(p[1]) and view.joints_of(p[1]):
+        return OpenDoor(view, p[1]) if kind == "open" else CloseDoor(view, p[1])
     raise NotImplementedError(f"the expert has no skill for {p} in {view.task_name}")
 
 
