@@ -124,19 +124,10 @@ class LinearModel:
         return ""
 
 
-@contextlib.contextmanager
-def served_process(agent: dict, port: int = 0, timeout: float = 120.0):
-    """A real server in its own process (``python -m tests.serving``) on 127.0.0.1:``port`` (0: any
-    free one); yields ``(url, process)``. Kill the process to take the server away as a crash would;
-    it is killed on exit in any case."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.serving", json.dumps(agent), str(port)],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env=cli_env(),
-        cwd=ROOT,
-    )
+def _start_listening(cmd: list[str], what: str, timeout: float) -> tuple[subprocess.Popen, str, list[str]]:
+    """Start ``cmd`` (a server that prints "listening on ws://..." to stderr) and wait for that line:
+    (process, url, the stderr lines so far, which keep growing)."""
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=cli_env(), cwd=ROOT)
     lines: list[str] = []
     found = threading.Event()
 
@@ -147,10 +138,23 @@ def served_process(agent: dict, port: int = 0, timeout: float = 120.0):
                 found.set()
 
     threading.Thread(target=read, daemon=True).start()
+    if not found.wait(timeout):
+        proc.kill()
+        proc.wait(10)
+        raise RuntimeError(f"{what} did not start: {''.join(lines)[-3000:]}")
+    return proc, re.search(r"listening on (ws://127\.0\.0\.1:\d+)", "".join(lines)).group(1), lines
+
+
+@contextlib.contextmanager
+def served_process(agent: dict, port: int = 0, timeout: float = 120.0):
+    """A real server in its own process (``python -m tests.serving``) on 127.0.0.1:``port`` (0: any
+    free one); yields ``(url, process)``. Kill the process to take the server away as a crash would;
+    it is killed on exit in any case."""
+    proc, url, _ = _start_listening(
+        [sys.executable, "-m", "tests.serving", json.dumps(agent), str(port)], "the test server", timeout
+    )
     try:
-        if not found.wait(timeout):
-            raise RuntimeError(f"the test server did not start: {''.join(lines)[-3000:]}")
-        yield re.search(r"listening on (ws://127\.0\.0\.1:\d+)", "".join(lines)).group(1), proc
+        yield url, proc
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -212,29 +216,10 @@ class CliServer(str):
 def serve_cli(*args: str, timeout: float = 120.0):
     """``vla-serve`` (as ``python -m vla.serve.cli``) on a free port; yields its ws:// url (a
     :class:`CliServer`, ``.pid`` the process)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vla.serve.cli", *args, "port=0", "log_level=warning"],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env=cli_env(),
-        cwd=ROOT,
-    )
-    lines: list[str] = []
-    found = threading.Event()
-
-    def read() -> None:
-        for line in proc.stderr:
-            lines.append(line)
-            if "listening on ws://" in line:
-                found.set()
-
-    threading.Thread(target=read, daemon=True).start()
+    cmd = [sys.executable, "-m", "vla.serve.cli", *args, "port=0", "log_level=warning"]
+    proc, address, lines = _start_listening(cmd, "vla-serve", timeout)
     try:
-        if not found.wait(timeout):
-            raise RuntimeError(f"vla-serve did not start: {''.join(lines)[-3000:]}")
-        m = re.search(r"listening on (ws://127\.0\.0\.1:\d+)", "".join(lines))
-        url = CliServer(m.group(1))
+        url = CliServer(address)
         url.pid = proc.pid
         yield url
     finally:

@@ -43,6 +43,17 @@ class WireError(ValueError):
 
 
 # ----------------------------------------------------------------------------- msgpack
+def _plain(obj: Any) -> Any:
+    """What msgpack cannot pack by itself, other than arrays: numpy scalars and tuples/sets."""
+    if isinstance(obj, np.generic):
+        if obj.dtype.kind not in "biufU":
+            raise WireError(f"numpy scalars of dtype {obj.dtype} cannot be sent")
+        return obj.item()
+    if isinstance(obj, (tuple, set, frozenset)):
+        return list(obj)
+    raise WireError(f"values of type {type(obj).__name__} cannot be sent (plain data and numpy arrays only)")
+
+
 def _encode_default(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         arr = obj
@@ -56,19 +67,17 @@ def _encode_default(obj: Any) -> Any:
             "dtype": arr.dtype.str,
             "shape": list(arr.shape),
         }
-    if isinstance(obj, np.generic):
-        if obj.dtype.kind not in "biufU":
-            raise WireError(f"numpy scalars of dtype {obj.dtype} cannot be sent")
-        return obj.item()
-    if isinstance(obj, (tuple, set, frozenset)):
-        return list(obj)
-    raise WireError(f"values of type {type(obj).__name__} cannot be sent (plain data and numpy arrays only)")
+    return _plain(obj)
 
 
 def pack(message: Any) -> bytes:
     """Encode a message (dicts, lists, str, bytes, numbers, bool, None, numpy arrays) as msgpack."""
+    return _packb(message, _encode_default)
+
+
+def _packb(message: Any, default) -> bytes:
     try:
-        return msgpack.packb(message, default=_encode_default, use_bin_type=True)
+        return msgpack.packb(message, default=default, use_bin_type=True)
     except (TypeError, ValueError, OverflowError) as exc:
         if isinstance(exc, WireError):
             raise
@@ -344,23 +353,12 @@ def _openpi_default(obj: Any) -> Any:
         if not _DTYPE_RE.match(arr.dtype.str):
             raise WireError(f"arrays of dtype {arr.dtype} cannot be sent (only bool, int, uint, float and unicode)")
         return {b"__ndarray__": True, b"data": arr.tobytes(), b"dtype": arr.dtype.str, b"shape": list(arr.shape)}
-    if isinstance(obj, np.generic):
-        if obj.dtype.kind not in "biufU":
-            raise WireError(f"numpy scalars of dtype {obj.dtype} cannot be sent")
-        return obj.item()
-    if isinstance(obj, (tuple, set, frozenset)):
-        return list(obj)
-    raise WireError(f"values of type {type(obj).__name__} cannot be sent (plain data and numpy arrays only)")
+    return _plain(obj)
 
 
 def pack_openpi(message: Any) -> bytes:
     """Encode a message as openpi's msgpack-numpy does (arrays as maps with binary keys)."""
-    try:
-        return msgpack.packb(message, default=_openpi_default, use_bin_type=True)
-    except (TypeError, ValueError, OverflowError) as exc:
-        if isinstance(exc, WireError):
-            raise
-        raise WireError(f"cannot encode message: {exc}") from exc
+    return _packb(message, _openpi_default)
 
 
 def _openpi_hook(d: dict) -> Any:
