@@ -31,7 +31,7 @@ proof: setup
 	    env.depth=false env.segmentation=false "eval.tasks=[0]" eval.trials_per_task=1 agent=scripted \
 	    record=$(PROOF)/demo out=$(PROOF)/rec progress=false
 	$(VENV)/bin/vla-train model=tiny_qwen2_5_vl policy=libero_oft data=libero data.paths=[$(PROOF)/demo] \
-	    data.val_fraction=0 train.steps=200 \
+	    data.val_fraction=0 train.steps=600 \
 	    train.batch_size=16 train.lr=5e-4 train.vision_lr_scale=1.0 out=$(PROOF)/fit
 	$(PY) scripts/replay_check.py $(PROOF)/demo/*_demo.hdf5 $(PROOF)/fit/policy --out $(PROOF)/check
 
