@@ -67,6 +67,12 @@ def register(name: str, factory: Callable[[], EnvFamily] | str) -> None:
         _FAMILIES[name] = factory()
 
 
+def lazy_registrations() -> dict[str, str]:
+    """Every family registered by ``"module:attr"`` (built in or added at run time): what a fresh
+    process (a fork-server worker) re-registers to know the same families."""
+    return dict(_LAZY)
+
+
 def names() -> list[str]:
     return sorted(set(_LAZY) | set(_FAMILIES))
 

@@ -200,7 +200,11 @@ def test_an_env_that_cannot_be_built_is_not_a_result_and_the_same_run_retries_it
     register("libero_unbuildable", "tests.agents_for_tests:UnbuildableTaskFamily")
     agents_for_tests.UNBUILDABLE.add(1)
     env = {**FAST_ENV, "name": "libero_unbuildable"}
-    spec = EvalSpec(env=env, agent={"name": "random"}, out=str(tmp_path / "r"), tasks=[0, 1], trials_per_task=1)
+    # in this process (workers=0): UNBUILDABLE is this process's state, which a fork-server worker
+    # (used once the process has rendered) would not see
+    spec = EvalSpec(
+        env=env, agent={"name": "random"}, out=str(tmp_path / "r"), tasks=[0, 1], trials_per_task=1, workers=0
+    )
     summary = evaluate(spec, progress=False)
     assert [(r["task_id"], r["error"]) for r in lines(tmp_path / "r" / "episodes.jsonl")] == [(0, None)]
     (rec,) = lines(tmp_path / "r" / "infra_errors.jsonl")
@@ -349,3 +353,18 @@ def test_workers_are_not_forked_from_a_process_that_rendered(tmp_path):
         [sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=root, timeout=99
     )
     assert r.stdout.split() == ["fork", "forkserver"], r.stdout + r.stderr[-2000:]
+
+
+def test_a_fork_server_worker_knows_the_families_registered_at_run_time(tmp_path, monkeypatch):
+    """Workers started from a fork server (this process rendered, or runs Ray) begin fresh: the env
+    families this process registered must reach them, or every episode is an env it cannot build."""
+    from envs.registry import register
+    from vla.eval.backends import local
+
+    register("libero_alias", "envs.libero.family:LiberoFamily")
+    monkeypatch.setattr(local, "_start_method", lambda: "forkserver")
+    env = {**FAST_ENV, "name": "libero_alias", "max_steps": 2}
+    spec = EvalSpec(env=env, agent={"name": "random"}, out=str(tmp_path / "r"), tasks=[0], trials_per_task=1)
+    summary = evaluate(spec, progress=False)
+    assert [(r["task_id"], r["error"]) for r in lines(tmp_path / "r" / "episodes.jsonl")] == [(0, None)]
+    assert summary["infra_errors"] == 0

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .shard import parse_shard, read_plan
-from .store import REQUIRED, summarize, write_json_atomic
+from .store import REQUIRED, infra_summary, summarize, write_json_atomic
 
 SHOWN = 20  # pairs listed in an error
 
@@ -165,7 +165,8 @@ def merge(shards: list[str] | str, out: str | Path, record: str | None = None) -
     write_json_atomic(out / "run.json", identity)
     tasks = {int(t): name for t, name in plans[0]["tasks"].items()}
     header = dict(plans[0]["header"])
-    summary = {**summarize(records, tasks, header), "complete": True, "planned": len(planned)}
+    # every planned episode has a result (else MergeError above): no infrastructure error is pending
+    summary = {**summarize(records, tasks, header), **infra_summary([]), "complete": True, "planned": len(planned)}
     for decl in plans[0].get("side_logs", []):
         summary.update(_merge_side_log(decl, dirs, owner, planned, out))
     summary["merged_from"] = [str(d) for d in dirs]

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any
 
+from envs.registry import lazy_registrations
+
 from .base import Episode, OnResult, failure_record, make_schedule
 
 
@@ -59,10 +61,15 @@ def _die_with_parent(parent_pid: int | None) -> None:
         os._exit(1)
 
 
-def _worker_main(conn, spec, parent_pid: int | None) -> None:
+def _worker_main(conn, spec, parent_pid: int | None, families: dict[str, str] | None = None) -> None:
+    from envs.registry import register
+
     from ..evaluate import EpisodeRunner
 
     _die_with_parent(parent_pid)
+    for name, path in (families or {}).items():  # a fork-server worker starts fresh: the parent's families
+        if lazy_registrations().get(name) != path:
+            register(name, path)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     try:
         runner = EpisodeRunner(spec)
@@ -137,7 +144,8 @@ class _Pool:
     def _start(self) -> _Worker:
         parent, child = self.ctx.Pipe()
         ppid = os.getpid() if self.ctx.get_start_method() == "fork" else None  # else: the fork server's child
-        proc = self.ctx.Process(target=_worker_main, args=(child, self.spec, ppid), daemon=True)
+        families = None if ppid is not None else lazy_registrations()  # forked workers inherit them
+        proc = self.ctx.Process(target=_worker_main, args=(child, self.spec, ppid, families), daemon=True)
         proc.start()
         child.close()
         return _Worker(proc, parent)
