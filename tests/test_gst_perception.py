@@ -5,6 +5,7 @@ from __future__ import annotations
 
 
 import numpy as np
+import pytest
 
 from spatial_memory.frame import CameraFrame
 from spatial_memory.perception import PROFILES
@@ -64,6 +65,7 @@ class Relabel:
         return CameraFrame(f.rgb, f.depth, f.K, f.T_world_cam, lut[f.instance], labels, f.step)
 
 
+@pytest.mark.slow  # ~45 s
 def test_memory_answers_do_not_depend_on_ids_across_frames(qdir):  # noqa: F811
     qs = [q for q in load_questions(qdir) if q.scene.endswith("900001")]
     assert {q.subtask for q in qs} >= {"EDv", "EDs", "GPv", "GPs", "Pos", "Traj"}

@@ -51,9 +51,9 @@ def envs():
 # plate pushed to the stove's front (an init state the pusher lost with its tips 6 mm higher)
 EPISODES = [
     ("libero_spatial", 0, 3),
-    ("libero_spatial", 0, 41),
+    pytest.param("libero_spatial", 0, 41, marks=pytest.mark.slow),  # ~35 s: the fast tier keeps trial 3
     ("libero_object", 1, 11),
-    ("libero_object", 1, 37),
+    pytest.param("libero_object", 1, 37, marks=pytest.mark.slow),  # ~30 s: the fast tier keeps trial 11
     ("libero_goal", 5, 0),
 ]
 

@@ -69,6 +69,7 @@ def _log(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow  # ~50 s; the replay test (slow) checks the same end to end in closed loop
 def test_tiny_model_overfits_recorded_demonstrations(demos, tmp_path):
     """Action-token accuracy >= 0.9 on the training episodes, measured independently of the training
     log: the exported policy, loaded by path, decodes every training step's action with the

@@ -54,6 +54,7 @@ def episode(tmp_path_factory):
     return root / "demos"
 
 
+@pytest.mark.slow  # ~30 s
 def test_a_run_starts_from_another_policys_matching_weights(episode, tmp_path):
     from safetensors.torch import load_file
 
