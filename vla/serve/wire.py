@@ -202,6 +202,12 @@ def scan_msgpack(data: bytes, max_objects: int = MAX_OBJECTS, max_depth: int = M
 
 def unpack(data: bytes, max_size: int | None = None, max_objects: int = MAX_OBJECTS) -> Any:
     """Decode one msgpack message; anything malformed raises :class:`WireError`."""
+    return _unpack_checked(data, max_size, max_objects, _object_hook)
+
+
+def _unpack_checked(data: bytes, max_size: int | None, max_objects: int, object_hook) -> Any:
+    """The rules every binary message meets, whatever its array encoding (``object_hook``): bytes,
+    under ``max_size``, no pickle, at most ``max_objects`` values, well-formed, plain data."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise WireError(f"a binary message must be bytes, got {type(data).__name__}")
     data = bytes(data)
@@ -215,7 +221,7 @@ def unpack(data: bytes, max_size: int | None = None, max_objects: int = MAX_OBJE
             data,
             raw=False,
             strict_map_key=True,
-            object_hook=_object_hook,
+            object_hook=object_hook,
             ext_hook=_ext_hook,
             timestamp=0,
             use_list=True,
@@ -224,7 +230,7 @@ def unpack(data: bytes, max_size: int | None = None, max_objects: int = MAX_OBJE
         raise
     except msgpack.ExtraData:
         raise WireError("malformed msgpack: extra bytes after the message") from None
-    except (ValueError, TypeError, msgpack.UnpackException, RecursionError) as exc:
+    except (ValueError, TypeError, OverflowError, msgpack.UnpackException, RecursionError) as exc:
         raise WireError(f"malformed msgpack: {type(exc).__name__}: {exc}") from None
     check_plain_tree(msg)
     return msg
@@ -379,21 +385,4 @@ def _openpi_hook(d: dict) -> Any:
 
 def unpack_openpi(data: bytes, max_size: int | None = None, max_objects: int = MAX_OBJECTS) -> Any:
     """Decode one message in openpi's msgpack-numpy encoding, under the same rules as :func:`unpack`."""
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise WireError(f"a binary message must be bytes, got {type(data).__name__}")
-    data = bytes(data)
-    if max_size is not None and len(data) > max_size:
-        raise WireError(f"message of {len(data)} bytes exceeds the limit of {max_size} bytes")
-    if looks_like_pickle(data):
-        raise WireError("pickle payloads are refused (this server never unpickles); send msgpack")
-    scan_msgpack(data, max_objects)
-    try:
-        msg = msgpack.unpackb(
-            data, raw=False, strict_map_key=True, object_hook=_openpi_hook, ext_hook=_ext_hook, timestamp=0
-        )
-    except WireError:
-        raise
-    except (ValueError, TypeError, OverflowError, msgpack.UnpackException, RecursionError) as exc:
-        raise WireError(f"malformed msgpack: {type(exc).__name__}: {exc}") from None
-    check_plain_tree(msg)
-    return msg
+    return _unpack_checked(data, max_size, max_objects, _openpi_hook)
