@@ -54,6 +54,10 @@ def main() -> int:
     ap.add_argument("--recipe", default="oft", choices=sorted(RECIPES), help="libero: the policy's inputs and decoding")
     ap.add_argument("--demos", type=int, default=50, help="libero: training demonstrations (sampled init states)")
     ap.add_argument("--val-demos", type=int, default=6, help="libero: demonstrations held out for the val loss")
+    ap.add_argument("--record-first", type=int, default=0, help="libero: first sampled init state recorded")
+    ap.add_argument(
+        "--arm-init-noise", type=float, default=0.0, help="libero: env.arm_init_noise of the recorded and val states"
+    )
     ap.add_argument("--val-first", type=int, default=1000, help="libero: first sampled init state of the val rollouts")
     ap.add_argument("--val-trials", type=int, default=10, help="libero: val rollouts per checkpoint and setting")
     ap.add_argument("--agent", action="append", help="libero: NAME=k=v,... closed-loop settings compared on val")

@@ -7,7 +7,8 @@ the protocol's settling steps included) and reads every object's position and th
     .venv/bin/python scripts/init_state_shift.py --suite libero_object --task 0 \
         --official 50 --sampled 56 --out runs/init_shift/libero_object_0
 
-writes ``positions.json`` (per state), prints per object the mean and spread of each set and the
+``--arm-init-noise 0.02`` samples the arm's start as the official states' recording did (robosuite's
+default; LIBERO's env sets none). It writes ``positions.json`` (per state), prints per object the mean and spread of each set and the
 gap between the means in units of the sampled spread, and draws ``positions.png`` (xy scatter).
 """
 
@@ -21,11 +22,14 @@ from pathlib import Path
 import numpy as np
 
 
-def positions(suite: str, task: int, init_states: str, trials: range) -> list[dict]:
+def positions(suite: str, task: int, init_states: str, trials: range, arm_init_noise: float = 0.0) -> list[dict]:
     """Per trial: ``{object id: [x, y, z]}`` after reset and settling, plus ``"hand"`` from the state."""
     from envs.registry import make_env
 
-    env = make_env({"name": "libero", "suite": suite, "render": False, "init_states": init_states}, task)
+    cfg = {"name": "libero", "suite": suite, "render": False, "init_states": init_states}
+    if arm_init_noise:
+        cfg["arm_init_noise"] = arm_init_noise
+    env = make_env(cfg, task)
     out = []
     try:
         for k in trials:
@@ -66,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--official", type=int, default=50, help="official init states 0..N-1")
     ap.add_argument("--sampled", type=int, default=56, help="sampled init states first..first+N-1")
     ap.add_argument("--sampled-first", type=int, default=0)
+    ap.add_argument("--arm-init-noise", type=float, default=0.0, help="env.arm_init_noise of the sampled states")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
@@ -74,8 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     if len(data.get("official", [])) != a.official:
         data["official"] = positions(a.suite, a.task, "official", range(a.official))
         cache.write_text(json.dumps(data))
-    if len(data.get("sampled", [])) != a.sampled:
-        data["sampled"] = positions(a.suite, a.task, "sampled", range(a.sampled_first, a.sampled_first + a.sampled))
+    if len(data.get("sampled", [])) != a.sampled or data.get("arm_init_noise", 0.0) != a.arm_init_noise:
+        trials = range(a.sampled_first, a.sampled_first + a.sampled)
+        data["sampled"] = positions(a.suite, a.task, "sampled", trials, a.arm_init_noise)
+        data["arm_init_noise"] = a.arm_init_noise
         cache.write_text(json.dumps(data))
     rows = summarise(data["official"], data["sampled"])
     (a.out / "summary.json").write_text(json.dumps(rows, indent=2))

@@ -28,12 +28,16 @@ def libero(a) -> dict:
         "env.segmentation=false",
         f"eval.tasks=[{a.task}]",
     ]
+    # sampled states, optionally with the arm's start perturbed as in the official states' recording;
+    # the test's official states are never touched
+    sampled = ["env.init_states=sampled", *([f"env.arm_init_noise={a.arm_init_noise}"] if a.arm_init_noise else [])]
     if a.stage in ("all", "record"):
         run(
             [
                 str(BIN / "vla-rollout"),
                 *env,
-                "env.init_states=sampled",  # never the official states the test uses
+                *sampled,  # never the official states the test uses
+                f"eval.first_trial={a.record_first}",
                 f"eval.trials_per_task={a.demos + a.val_demos}",
                 "agent=scripted",
                 f"eval.workers={a.workers}",
@@ -64,7 +68,7 @@ def libero(a) -> dict:
                         [
                             str(BIN / "vla-rollout"),
                             *env,
-                            "env.init_states=sampled",
+                            *sampled,
                             f"eval.first_trial={a.val_first}",
                             f"eval.trials_per_task={a.val_trials}",
                             *agent,

@@ -4,6 +4,7 @@ the official init states (demonstrations from states the official evaluation doe
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from envs.registry import list_tasks, make_env
 
@@ -45,3 +46,31 @@ def test_a_sampled_trial_does_not_depend_on_the_resets_before_it():
         np.testing.assert_allclose(state(1), first, atol=1e-6)
     finally:
         env.close()
+
+
+def test_arm_init_noise_moves_the_arms_start_as_a_function_of_the_trial():
+    # the official states' arm starts are spread (robosuite's default 0.02 rad noise at their recording);
+    # env.arm_init_noise gives sampled states the same, reproducibly, and leaves the placement to the sampler
+    cfg = {"name": "libero", "suite": "libero_spatial", "render": False, "hard_reset": False}
+    still, noisy = make_env({**cfg, "init_states": "sampled"}, 0), make_env(
+        {**cfg, "init_states": "sampled", "arm_init_noise": 0.02}, 0
+    )
+    try:
+
+        def hand(env, trial):
+            obs, _ = env.reset(options={"trial": trial})
+            return np.asarray(obs.state)[:3].copy()
+
+        h_still = [hand(still, k) for k in range(3)]
+        h_noisy = [hand(noisy, k) for k in range(3)]
+        np.testing.assert_allclose(h_still[0], h_still[1], atol=1e-4)  # no noise: the arm always starts alike
+        assert all(np.linalg.norm(h - h_still[0]) > 1e-3 for h in h_noisy)  # with noise: it moves
+        assert np.linalg.norm(h_noisy[0] - h_noisy[1]) > 1e-3  # differently per trial
+        np.testing.assert_allclose(hand(noisy, 0), h_noisy[0], atol=1e-6)  # and reproducibly
+    finally:
+        still.close()
+        noisy.close()
+    with pytest.raises(ValueError, match="arm_init_noise"):
+        make_env({**cfg, "arm_init_noise": 0.02}, 0)  # an official state fixes the arm
+    with pytest.raises(ValueError, match="arm_init_noise"):
+        make_env({**cfg, "init_states": "sampled", "arm_init_noise": -1}, 0)

@@ -33,11 +33,20 @@ class LiberoConfig:
     init_states: str = "official"  # official: the suite's fixed init states (trial k = state k) | sampled:
     #                                a fresh placement from the task's BDDL regions, seeded by the trial
     #                                (demonstrations from states the official evaluation never uses)
+    arm_init_noise: float = 0.0  # sampled states only: robosuite's Gaussian noise (rad, per joint) on the
+    #                              arm's start; the official states were recorded with robosuite's default
+    #                              0.02 (their hand starts spread ~5-7 mm), LIBERO's env sets none
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cameras", tuple(self.cameras))
         if self.init_states not in INIT_STATES:
             raise ValueError(f"env.init_states must be one of {INIT_STATES}, got {self.init_states!r}")
+        if not 0.0 <= float(self.arm_init_noise) <= 0.2:
+            raise ValueError(f"env.arm_init_noise must be in [0, 0.2] rad, got {self.arm_init_noise!r}")
+        if self.arm_init_noise and self.init_states != "sampled":
+            raise ValueError(
+                "env.arm_init_noise applies to env.init_states=sampled only: an official init state fixes the arm"
+            )
 
     @classmethod
     def from_dict(cls, cfg: dict[str, Any] | None) -> "LiberoConfig":

@@ -64,6 +64,7 @@ class LiberoEnv(VLAEnv):
         hard_reset: bool = True,
         env_seed: int = suites.ENV_SEED,
         init_states: str = "official",
+        arm_init_noise: float = 0.0,
     ) -> None:
         suites.check_suite(suite)
         suites.check_task(suite, task_id)
@@ -85,6 +86,9 @@ class LiberoEnv(VLAEnv):
         if init_states not in ("official", "sampled"):
             raise ValueError(f"init_states must be 'official' or 'sampled', got {init_states!r}")
         self.init_states = init_states
+        if arm_init_noise and init_states != "sampled":
+            raise ValueError("arm_init_noise applies to sampled init states only (an official state fixes the arm)")
+        self.arm_init_noise = float(arm_init_noise)
         bench = suites.benchmark(suite)
         self._libero_task = bench.get_task(task_id)
         self._init_states = bench.get_task_init_states(task_id)
@@ -124,6 +128,8 @@ class LiberoEnv(VLAEnv):
         kwargs: dict[str, Any] = dict(
             bddl_file_name=self.bddl_file, controller=self.controller, hard_reset=self.hard_reset
         )
+        if self.arm_init_noise:  # drawn from the trial's seeded stream at each reset, like the placement
+            kwargs["initialization_noise"] = {"magnitude": self.arm_init_noise, "type": "gaussian"}
         if self.render_cameras:
             _gl.before_first_context()
             kwargs.update(
