@@ -8,8 +8,8 @@ the protocol's settling steps included) and reads every object's position and th
         --official 50 --sampled 56 --out runs/init_shift/libero_object_0
 
 ``--arm-init-noise 0.02`` samples the arm's start as the official states' recording did (robosuite's
-default; LIBERO's env sets none). It writes ``positions.json`` (per state), prints per object the mean and spread of each set and the
-gap between the means in units of the sampled spread, and draws ``positions.png`` (xy scatter).
+default; LIBERO's env sets none). It writes ``positions.json`` (per state), prints per object the mean
+and spread of each set and the gap between the means in units of the sampled spread, and draws ``positions.png`` (xy scatter).
 """
 
 from __future__ import annotations
