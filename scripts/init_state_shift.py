@@ -9,7 +9,8 @@ the protocol's settling steps included) and reads every object's position and th
 
 ``--arm-init-noise 0.02`` samples the arm's start as the official states' recording did (robosuite's
 default; LIBERO's env sets none). It writes ``positions.json`` (per state), prints per object the mean
-and spread of each set and the gap between the means in units of the sampled spread, and draws ``positions.png`` (xy scatter).
+and spread of each set and the gap between the means in units of the sampled spread, and draws
+``positions.png`` (xy scatter).
 """
 
 from __future__ import annotations

@@ -52,8 +52,9 @@ def test_arm_init_noise_moves_the_arms_start_as_a_function_of_the_trial():
     # the official states' arm starts are spread (robosuite's default 0.02 rad noise at their recording);
     # env.arm_init_noise gives sampled states the same, reproducibly, and leaves the placement to the sampler
     cfg = {"name": "libero", "suite": "libero_spatial", "render": False, "hard_reset": False}
-    still, noisy = make_env({**cfg, "init_states": "sampled"}, 0), make_env(
-        {**cfg, "init_states": "sampled", "arm_init_noise": 0.02}, 0
+    still, noisy = (
+        make_env({**cfg, "init_states": "sampled"}, 0),
+        make_env({**cfg, "init_states": "sampled", "arm_init_noise": 0.02}, 0),
     )
     try:
 
