@@ -137,6 +137,17 @@ def wrap_angle(angle: np.ndarray | float) -> np.ndarray | float:
     return float(a) if np.ndim(a) == 0 else a
 
 
+def box_distance(xy: np.ndarray, center: np.ndarray, size: np.ndarray, yaw: float = 0.0) -> np.ndarray | float:
+    """Horizontal distance (metres) from points (..., 2) to a box's footprint: centre (first two of
+    ``center``), side lengths (first two of ``size``) along its own axes, turned by ``yaw`` (0 inside)."""
+    xy = np.asarray(xy, dtype=np.float64)
+    c, s = math.cos(yaw), math.sin(yaw)
+    d = xy - np.asarray(center, dtype=np.float64)[:2]
+    local = np.stack([c * d[..., 0] + s * d[..., 1], -s * d[..., 0] + c * d[..., 1]], axis=-1)
+    out = np.maximum(np.abs(local) - np.asarray(size, dtype=np.float64)[:2] / 2, 0.0)
+    return np.hypot(out[..., 0], out[..., 1])
+
+
 def camera_yaw(T_world_cam: np.ndarray) -> float:
     """World yaw (radians, from +x, counter-clockwise) of the camera's viewing direction.
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from .draw import box_footprint, compose_level, polygon_mask
 from .frame import CameraFrame
-from .geometry import intrinsics_from_fovy, make_T, pose_from_xy_yaw, rot_z
+from .geometry import box_distance, intrinsics_from_fovy, make_T, pose_from_xy_yaw, rot_z
 from .topdown import TopDownFrame
 
 
@@ -162,15 +162,9 @@ class BoxScene:
             if len(out) == n:
                 break
             p = rng.uniform([x0, y0], [x1, y1])
-            if all(_box_distance_2d(p, b) >= clearance for b in obstacles):
+            if all(box_distance(p, b.center, b.size, b.yaw) >= clearance for b in obstacles):
                 out.append(p)
         return np.array(out).reshape(-1, 2)
-
-
-def _box_distance_2d(p: np.ndarray, box: SceneBox) -> float:
-    q = box.R[:2, :2].T @ (np.asarray(p, dtype=np.float64) - box.center[:2])
-    d = np.maximum(np.abs(q) - box.size[:2] / 2, 0.0)
-    return float(np.hypot(d[0], d[1]))
 
 
 def reframe(frame: CameraFrame, T_new_world: np.ndarray) -> CameraFrame:

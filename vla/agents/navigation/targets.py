@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from spatial_memory.geometry import box_distance
 from spatial_memory.queries import normalise_category
 
 from .config import NavigatorConfig
@@ -29,16 +30,6 @@ def parse_target(instruction: str) -> str:
     if not m:
         raise ValueError(f"cannot parse a target from the instruction {instruction!r}; expected 'go to the <category>'")
     return m.group(1).strip()
-
-
-def box_distance(xy: np.ndarray, center: np.ndarray, size: np.ndarray, yaw: float) -> np.ndarray:
-    """Horizontal distance from points (...x2) to a yawed box footprint (0 inside)."""
-    xy = np.asarray(xy, dtype=np.float64)
-    c, s = math.cos(yaw), math.sin(yaw)
-    d = xy - np.asarray(center, dtype=np.float64)[:2]
-    local = np.stack([c * d[..., 0] + s * d[..., 1], -s * d[..., 0] + c * d[..., 1]], axis=-1)
-    out = np.maximum(np.abs(local) - np.asarray(size, dtype=np.float64)[:2] / 2, 0.0)
-    return np.hypot(out[..., 0], out[..., 1])
 
 
 def target_points(obj: Any) -> np.ndarray:
