@@ -2,7 +2,7 @@
 
 One control law for everything that steers a base: the house env's scripted expert and exploration
 route, and the memory navigator (``vla.agents.navigation``). A base is *holonomic* when it can move
-sideways (``max_left > 0``); the action's translation happens before its turn (envs/house/agent.py).
+sideways (``max_left > 0``); the action's translation happens before its turn (envs/ground_nav/agent.py).
 
 :func:`step_towards`: a holonomic base turns on the spot while the target lies more than
 ``turn_in_place_rad`` off its heading, otherwise it translates straight at the target (never past

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from envs.base import Observation, SceneTruth
-from envs.house.agent import T_base_cam, T_world_base
+from envs.ground_nav.agent import T_base_cam, T_world_base
 from envs.house.catalog import WALL_HEIGHT, WALL_THICKNESS
 from envs.house.config import HouseConfig
 from envs.house.env import HouseEnv

@@ -10,7 +10,12 @@ import pytest
 from envs.house.config import HouseConfig
 from envs.house.env import HouseEnv
 from envs.house.exploration import sample_clips
-from envs.house.scene import rect_distance
+from spatial_memory.geometry import box_distance
+
+
+def _centre_size(rect) -> tuple[np.ndarray, np.ndarray]:
+    x0, y0, x1, y1 = rect
+    return np.array([(x0 + x1) / 2, (y0 + y1) / 2]), np.array([x1 - x0, y1 - y0])
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +49,7 @@ def test_route_is_smooth_and_collision_free(env_route):
     assert step.max() <= math.hypot(cfg.max_forward_m, cfg.max_left_m) + 1e-9
     rects = env.scene.spec.obstacle_rects()
     for p in route.poses[::3]:
-        assert min(rect_distance(p[:2], r) for r in rects) >= cfg.agent_radius - 1e-9
+        assert min(box_distance(p[:2], *_centre_size(r)) for r in rects) >= cfg.agent_radius - 1e-9
 
 
 def test_route_replays_exactly_through_env_step(env_route):

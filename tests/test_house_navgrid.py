@@ -1,4 +1,4 @@
-"""envs/house: navigable grid, segment tracing, planner, agent kinematics (no rendering)."""
+"""envs/ground_nav on the apartments: navigable grid, segment tracing, planner, agent kinematics (no rendering)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs.house.agent import T_base_cam, T_world_cam, step_pose, wrap_angle
 from envs.control import BaseLimits, follow
+from envs.ground_nav.agent import T_base_cam, T_world_cam, step_pose, wrap_angle
+from envs.ground_nav.navgrid import Planner, build_navgrid, rect_cells, segment_cells, segment_free
 from envs.house.generator import generate_house
-from envs.house.navgrid import Planner, build_navgrid, rect_cells, segment_cells, segment_free
 
 
 def clearance(xy: np.ndarray, rects: list[tuple[float, float, float, float]]) -> np.ndarray:

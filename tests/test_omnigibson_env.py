@@ -100,7 +100,7 @@ def _fake_scene(env):
 
 
 def test_reset_gives_a_valid_observation_in_the_odometry_frame(env):
-    from envs.house.agent import T_base_cam
+    from envs.ground_nav.agent import T_base_cam
 
     obs, info = env.reset(options={"trial": 0})
     env.env_spec.check_observation(obs.to_dict())
@@ -245,7 +245,7 @@ def test_offline_material_replays_and_generates_questions(env):
     route = env.exploration_route()
     pose = route.poses[0].copy()
     for a in route.actions:  # the route is made of the env's own kinematics
-        from envs.house.agent import step_pose
+        from envs.ground_nav.agent import step_pose
 
         pose = step_pose(env.scene.grid, pose, a).pose
     assert np.allclose(pose, route.poses[-1])

@@ -1,4 +1,4 @@
-"""The kinematic mobile base and the camera it carries.
+"""The kinematic mobile base of every ground-navigation env and the camera it carries.
 
 A pose is ``[x, y, yaw]`` (world metres, yaw in radians from +x, counter-clockwise). An action
 ``[forward_m, left_m, yaw_rad]`` first translates the base by ``(forward, left)`` in its own frame
@@ -77,14 +77,3 @@ def T_world_cam(pose: np.ndarray, height: float, pitch_deg: float) -> np.ndarray
 def pose_from_T(T: np.ndarray) -> np.ndarray:
     """[x, y, yaw] of a base pose matrix."""
     return np.array([T[0, 3], T[1, 3], math.atan2(T[1, 0], T[0, 0])])
-
-
-def yaw_quat(yaw: float) -> np.ndarray:
-    """MuJoCo quaternion (w, x, y, z) of a rotation about z."""
-    return np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
-
-
-def mujoco_cam_xyaxes(pitch_deg: float) -> tuple[float, ...]:
-    """``xyaxes`` of a MuJoCo camera (looks along its -z, y up) in the base frame, matching :func:`T_base_cam`."""
-    p = math.radians(pitch_deg)
-    return (0.0, -1.0, 0.0, math.sin(p), 0.0, math.cos(p))

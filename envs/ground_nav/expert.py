@@ -9,7 +9,7 @@ demonstration source for training, so its motions are the smooth ones of the con
 What it reads: :class:`~envs.truth.SceneTruth` (the agent's true pose, the navigable grid, the
 target's box) and a :class:`NavGoal` (the episode's goal cells, target id and a planner), each
 from a callable so that it always sees the current state; the bump flag comes from the
-observation. ``HouseEnv.expert()`` wires them; nothing here knows the env.
+observation. ``GroundNavEnv.expert()`` (:mod:`.env`) wires them; nothing here knows the env.
 """
 
 from __future__ import annotations

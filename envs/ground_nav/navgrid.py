@@ -1,7 +1,9 @@
-"""The navigable occupancy grid of an apartment and shortest paths on it.
+"""The navigable occupancy grid of a ground-navigation scene and shortest paths on it.
 
-A cell is *free* when a disc of the agent's radius centred anywhere in the cell touches no wall,
-no furniture and nothing outside the rooms. The test is conservative and exact: a cell is blocked
+The apartments build theirs from room and obstacle rectangles (:func:`build_navgrid`), OmniGibson
+from a scene's traversable map by the same rule (``envs/omnigibson/convert.py``). A cell is *free*
+when a disc of the agent's radius centred anywhere in the cell touches no wall, no furniture and
+nothing outside the rooms. The test is conservative and exact: a cell is blocked
 if any part of it overlaps an obstacle, and a cell is free if its centre lies at least
 ``radius + resolution * sqrt(2)`` from every blocked cell's centre — which bounds the true
 clearance of every point of the cell from below by ``radius``.
@@ -76,6 +78,17 @@ def build_navgrid(
     dist = ndimage.distance_transform_edt(~blocked) * resolution
     free = dist >= agent_radius + resolution * math.sqrt(2)
     return NavGrid(free=free, x0=x0, y0=y0, resolution=resolution, agent_radius=agent_radius)
+
+
+def main_component(grid: NavGrid) -> np.ndarray:
+    """HxW bool: the largest 8-connected free region (starts, goals and exploration live here; all False
+    when no cell is free)."""
+    labels, n = ndimage.label(grid.free, structure=np.ones((3, 3), dtype=bool))
+    if n == 0:
+        return np.zeros(grid.free.shape, dtype=bool)
+    counts = np.bincount(labels.ravel())
+    counts[0] = 0
+    return labels == int(np.argmax(counts))
 
 
 def segment_cells(grid: NavGrid, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

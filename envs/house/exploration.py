@@ -19,8 +19,8 @@ import numpy as np
 from scipy import ndimage
 
 from envs.control import BaseLimits, follow, turn_towards
+from envs.ground_nav.agent import step_pose
 
-from .agent import step_pose
 from .scene import HouseScene
 
 LOOK_TURN_RAD = math.radians(30.0)

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import ndimage
 
+from envs.ground_nav.navgrid import build_navgrid
+
 from . import catalog
 from .catalog import FURNITURE, OBJECTS, ROOM_TYPES, Kind, Part
-from .navgrid import build_navgrid
 from .spec import Door, GenParams, Rect, RoomSpec, WallSpec, footprint
 
 DOOR_CLEARANCE = 1.0  # no furniture within this distance in front of a door

@@ -21,7 +21,6 @@ import numpy as np
 
 from spatial_memory.topdown import TopDownFrame
 
-from .agent import mujoco_cam_xyaxes
 from .catalog import MESHES, WALL_HEIGHT, libero_assets_dir
 from .meshes import mesh_xml_arrays
 from .spec import HouseSpec
@@ -31,6 +30,18 @@ EXTENT = 10.0  # model.stat.extent: the renderer's clip planes are znear/zfar ti
 ZNEAR, ZFAR = 0.005, 6.0  # -> 0.05 m .. 60 m
 TOPDOWN_HEIGHT = WALL_HEIGHT + 1.0
 MAX_ROOM_LIGHTS = 7  # + the headlight = the 8 lights OpenGL renders
+
+
+def yaw_quat(yaw: float) -> np.ndarray:
+    """MuJoCo quaternion (w, x, y, z) of a rotation about z."""
+    return np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
+
+
+def mujoco_cam_xyaxes(pitch_deg: float) -> tuple[float, ...]:
+    """``xyaxes`` of a MuJoCo camera (looks along its -z, y up) in the base frame, matching
+    :func:`envs.ground_nav.agent.T_base_cam`."""
+    p = math.radians(pitch_deg)
+    return (0.0, -1.0, 0.0, math.sin(p), 0.0, math.cos(p))
 
 
 @dataclass(frozen=True)

@@ -13,30 +13,21 @@ from functools import cached_property
 
 import mujoco
 import numpy as np
-from scipy import ndimage
 
 from envs.base import Box, NavGrid, ObjectTruth, Room, SceneTruth
+from envs.ground_nav.agent import T_world_base, T_world_cam
+from envs.ground_nav.navgrid import Planner, main_component
 from spatial_memory.frame import CameraFrame
 from spatial_memory.geometry import intrinsics_from_fovy, wrap_angle
 from spatial_memory.topdown import TopDownFrame
 
-from .agent import T_world_base, T_world_cam, yaw_quat
 from .catalog import libero_assets_dir
 from .config import HouseConfig
 from .generator import generate_house
 from .spec import GenParams, HouseSpec, ItemSpec
-from .mjcf import GROUP_ITEMS, GROUP_STRUCTURE, CameraSpec, CompiledHouse, compile_house
-from .navgrid import Planner
+from .mjcf import GROUP_ITEMS, GROUP_STRUCTURE, CameraSpec, CompiledHouse, compile_house, yaw_quat
 from .render import HouseRenderer
 from .topdown import alignment_iou, geometry_map, scene_frame
-
-
-def rect_distance(xy: np.ndarray, rect: tuple[float, float, float, float]) -> np.ndarray:
-    """Horizontal distance from points (..., 2) to an axis-aligned rectangle (0 inside)."""
-    xy = np.asarray(xy, dtype=np.float64)
-    dx = np.maximum(np.maximum(rect[0] - xy[..., 0], xy[..., 0] - rect[2]), 0.0)
-    dy = np.maximum(np.maximum(rect[1] - xy[..., 1], xy[..., 1] - rect[3]), 0.0)
-    return np.hypot(dx, dy)
 
 
 class HouseScene:
@@ -90,10 +81,7 @@ class HouseScene:
     @cached_property
     def main_component(self) -> np.ndarray:
         """HxW bool: the largest connected free region (every room reaches it; starts and goals live here)."""
-        labels, _ = ndimage.label(self.grid.free, structure=np.ones((3, 3), dtype=bool))
-        counts = np.bincount(labels.ravel())
-        counts[0] = 0
-        return labels == int(np.argmax(counts))
+        return main_component(self.grid)
 
     def free_cells_in(self, rect: tuple[float, float, float, float]) -> np.ndarray:
         """Nx2 (row, col) main-component cells whose centres lie in a world rectangle."""

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from envs.base import Box
+from envs.ground_nav.navgrid import build_navgrid
 
 from .catalog import WALL_THICKNESS, Part
-from .navgrid import build_navgrid
 
 Rect = tuple[float, float, float, float]  # x0, y0, x1, y1
 

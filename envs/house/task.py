@@ -1,4 +1,5 @@
-"""Object navigation episodes: "go to the <category>".
+"""Object navigation episodes in an apartment: "go to the <category>" (the draw itself is
+:func:`envs.ground_nav.task.make_episode`).
 
 A trial ``k`` of scene ``s`` is a pure function of ``(s, k)``: the target is drawn among the
 categories that occur exactly once in the apartment (so the name is unambiguous) and that can be
@@ -15,36 +16,40 @@ seen by ray casting, with the camera turned towards it.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from .ground_nav import GOAL_MARGIN_M, Episode, instruction_for
-from .scene import HouseScene, rect_distance
+from envs.ground_nav import task as ground_nav
+from envs.ground_nav.task import GOAL_MARGIN_M, Episode
+from spatial_memory.geometry import box_distance
+
+from .scene import HouseScene
 from .spec import ItemSpec
 
 TASK_SALT = 0x0B1EC7
+
+
+def footprint_box(item: ItemSpec) -> tuple[np.ndarray, np.ndarray]:
+    """(centre xy, side lengths) of the item's axis-aligned footprint (its yaw is a multiple of pi/2)."""
+    x0, y0, x1, y1 = item.rect()
+    return np.array([(x0 + x1) / 2, (y0 + y1) / 2]), np.array([x1 - x0, y1 - y0])
 
 
 def goal_cells(
     scene: HouseScene, item: ItemSpec, success_radius: float, stride: int = 1, first_only: bool = False
 ) -> np.ndarray:
     """Main-component cells within reach of ``item`` that see it (every ``stride``-th cell per axis)."""
-    reach = success_radius - GOAL_MARGIN_M
-    x0, y0, x1, y1 = item.rect()
-    cells = scene.free_cells_in((x0 - reach, y0 - reach, x1 + reach, y1 + reach))
-    if stride > 1:
-        cells = cells[(cells[:, 0] % stride == 0) & (cells[:, 1] % stride == 0)]
-    xy = scene.grid.cell_to_world(cells)
-    near = rect_distance(xy, item.rect()) <= reach
-    cells, xy = cells[near], xy[near]
-    keep = []
-    for k in range(len(cells)):
-        if scene.visible_from(xy[k], item):
-            keep.append(k)
-            if first_only:
-                break
-    return cells[keep]
+    center, size = footprint_box(item)
+    return ground_nav.goal_cells(
+        scene.grid,
+        scene.main_component,
+        center,
+        size,
+        0.0,
+        success_radius - GOAL_MARGIN_M,
+        sees=lambda xy: scene.visible_from(xy, item),
+        stride=stride,
+        first_only=first_only,
+    )
 
 
 def target_candidates(scene: HouseScene, success_radius: float) -> list[ItemSpec]:
@@ -66,50 +71,21 @@ def make_episode(
 ) -> Episode:
     """The episode of ``trial`` in ``scene`` (target and/or start may be imposed)."""
     cfg = scene.cfg
-    if trial < 0:
-        raise ValueError(f"trial must be >= 0, got {trial}")
-    rng = np.random.default_rng([scene.seed, int(trial), TASK_SALT])
-    if target is None:
-        cands = target_candidates(scene, cfg.success_radius_m)
-        if not cands:
-            raise RuntimeError(f"scene {scene.seed} has no reachable, visible object with a unique category")
-        target = cands[int(rng.integers(len(cands)))]
-    goals = goal_cells(scene, target, cfg.success_radius_m)
-    if len(goals) == 0:
-        raise ValueError(f"object {target.id!r} cannot be reached and seen in scene {scene.seed}")
-    dist, _ = scene.planner.distance_field(goals)
-    if start is None:
-        ok = scene.main_component & np.isfinite(dist) & (dist >= cfg.min_start_distance_m)
-        cells = np.argwhere(ok)
-        if len(cells) == 0:  # tiny apartment: take the farthest cells
-            finite = np.argwhere(scene.main_component & np.isfinite(dist))
-            d = dist[finite[:, 0], finite[:, 1]]
-            cells = finite[d >= np.quantile(d, 0.9)]
-        rc = cells[int(rng.integers(len(cells)))]
-        xy = scene.grid.cell_to_world(rc)
-        start = np.array([xy[0], xy[1], float(rng.uniform(-math.pi, math.pi))])
-    else:
-        start = np.asarray(start, dtype=np.float64).reshape(3)
-        if not scene.grid.is_free(start[:2]):
-            raise ValueError(f"start pose {start.tolist()} is not on a free cell of the navigable grid")
-    rc = scene.grid.world_to_cell(start[:2])
-    if not np.isfinite(dist[rc[0], rc[1]]):
-        raise ValueError(
-            f"start pose {np.round(start, 3).tolist()} cannot reach object {target.id!r} "
-            "(it is cut off from the goal region)"
-        )
-    return Episode(
-        trial=int(trial),
-        target_id=target.id,
-        category=target.category,
-        instance_id=target.instance_id,
-        instruction=instruction_for(target.category),
+    return ground_nav.make_episode(
+        f"house scene {scene.seed}",
+        trial,
+        (scene.seed, TASK_SALT),
+        scene.grid,
+        scene.main_component,
+        scene.planner.distance_field,
+        lambda: target_candidates(scene, cfg.success_radius_m),
+        lambda item: goal_cells(scene, item, cfg.success_radius_m),
+        cfg.min_start_distance_m,
+        target=target,
         start=start,
-        goal_cells=goals,
-        geodesic_m=float(dist[rc[0], rc[1]]),
     )
 
 
 def target_distance(item: ItemSpec, xy: np.ndarray) -> float:
     """Horizontal distance (metres) from xy to the item's box footprint."""
-    return float(rect_distance(np.asarray(xy)[:2], item.rect()))
+    return float(box_distance(np.asarray(xy)[:2], *footprint_box(item)))

@@ -26,7 +26,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from envs.house.config import check_ground_nav
+from envs.ground_nav.config import check_ground_nav
 
 # every BEHAVIOR-1K scene of OmniGibson 1.1.1 (docs/modules/scenes.md), by split
 SPLITS: dict[str, tuple[str, ...]] = {

@@ -4,7 +4,7 @@ There are no room rectangles to visit as on the apartments, so viewpoints cover 
 instead: repeatedly, among the main-component cells farther than ``spacing_m`` from every viewpoint
 so far, the one with the most clearance (capped at 1 m; ties go to the lowest row, then column)
 becomes the next viewpoint. The agent visits them nearest-first by geodesic distance, driving with
-:mod:`envs.control` (the expert's controller) on the kinematic base of :mod:`envs.house.agent`, and
+:mod:`envs.control` (the expert's controller) on the kinematic base of :mod:`envs.ground_nav.agent`, and
 looks once around (360 degrees) at each. Replaying ``actions`` from ``poses[0]`` with ``env.step``
 reproduces ``poses``.
 """
@@ -18,8 +18,8 @@ import numpy as np
 from scipy import ndimage
 
 from envs.control import BaseLimits, follow
-from envs.house.agent import step_pose
-from envs.house.navgrid import Planner
+from envs.ground_nav.agent import step_pose
+from envs.ground_nav.navgrid import Planner
 from envs.truth import NavGrid
 
 LOOK_TURN_RAD = math.radians(30.0)

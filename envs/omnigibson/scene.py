@@ -14,10 +14,9 @@ from __future__ import annotations
 from functools import cached_property
 
 import numpy as np
-from scipy import ndimage
 
-from envs.house.agent import T_world_base, T_world_cam
-from envs.house.navgrid import Planner
+from envs.ground_nav.agent import T_world_base, T_world_cam
+from envs.ground_nav.navgrid import Planner, main_component
 from envs.truth import NavGrid, ObjectTruth, SceneTruth
 from spatial_memory.frame import CameraFrame
 from spatial_memory.topdown import LEVELS, TopDownFrame
@@ -80,12 +79,10 @@ class OGScene:
     @cached_property
     def main_component(self) -> np.ndarray:
         """HxW bool: the largest 8-connected free region (starts, goals and the exploration live here)."""
-        labels, n = ndimage.label(self.grid.free, structure=np.ones((3, 3), dtype=bool))
-        if n == 0:
+        main = main_component(self.grid)
+        if not main.any():
             raise ValueError(f"{self.name}: no free cell for an agent of radius {self.cfg.agent_radius} m")
-        counts = np.bincount(labels.ravel())
-        counts[0] = 0
-        return labels == int(np.argmax(counts))
+        return main
 
     # ------------------------------------------------------------------ views
     def camera_frame(self, pose: np.ndarray, T_world_odom: np.ndarray | None = None, step: int = 0) -> CameraFrame:

@@ -434,7 +434,7 @@ class QuestionGenerator:
         clips = list(material.clips)
         frame_steps = np.array([f.step for f in material.frames])
         paths = [material.poses_world[s:e, :2] for s, e in clips]
-        from envs.house.topdown import draw_route  # the GST overlay (red path, blue start)
+        from envs.ground_nav.draw import draw_route  # the GST overlay (red path, blue start)
 
         for ci in self.rng.permutation(len(clips)):
             if quota["Traj"] <= 0:
