@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from spatial_memory.geometry import wrap_angle
 from spatial_memory.perception import CategoryModel, PerceptionProfile, PerceptionStream
 from spatial_memory.perception import profile as make_profile
 
@@ -112,7 +113,7 @@ class RobotSensors:
             x, y = state[0], state[1]
             state[0] = c * x - s_ * y + self.T_drift[0, 3]
             state[1] = s_ * x + c * y + self.T_drift[1, 3]
-            state[2] = float(np.arctan2(np.sin(state[2] + np.arctan2(s_, c)), np.cos(state[2] + np.arctan2(s_, c))))
+            state[2] = wrap_angle(float(state[2] + np.arctan2(s_, c)))
             state = state.astype(np.asarray(obs.state).dtype)
         return Observation(
             cameras=cams,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .frame import CameraFrame
-from .geometry import egocentric_bearing, make_T, rot_z
+from .geometry import egocentric_bearing, make_T, rot_z, wrap_deg
 from .memory import MemoryConfig, SpatialMemory
 from .synthetic import BoxScene, apartment_scene, apartment_tour, default_camera
 
@@ -133,7 +133,7 @@ def evaluate(
         "objects_missing": missing,
         "center_err_mean_m": float(np.mean(err_center)) if err_center else float("nan"),
         "center_err_max_m": float(np.max(err_center)) if err_center else float("nan"),
-        "direction_err_mean_deg": float(np.mean(np.abs((np.array(pred_dir) - np.array(true_dir) + 180) % 360 - 180)))
+        "direction_err_mean_deg": float(np.mean(np.abs(wrap_deg(np.array(pred_dir) - np.array(true_dir)))))
         if pred_dir
         else float("nan"),
         "distance_rel_err_mean": float(np.mean(np.abs(np.array(pred_dist) - np.array(true_dist)) / np.array(true_dist)))

@@ -43,7 +43,7 @@ import numpy as np
 from scipy import fft as sfft
 from scipy import ndimage
 
-from .geometry import camera_yaw, wrap_deg
+from .geometry import camera_yaw, wrap_angle, wrap_deg
 from .maps import MapConfig
 from .topdown import LEVELS, TopDownFrame
 
@@ -503,7 +503,7 @@ def register_topdown(
     (score, s, th, t, fwd, cov), conf, margin, alts = best
     return TopDownRegistration(
         s,
-        float(np.arctan2(np.sin(th), np.cos(th))),
+        wrap_angle(float(th)),
         np.asarray(t, dtype=np.float64),
         W,
         H,

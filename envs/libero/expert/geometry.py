@@ -37,11 +37,6 @@ SIGNS = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)],
 DOWN = np.array([0.0, 0.0, -1.0])
 
 
-def wrap(a: float) -> float:
-    """Angle wrapped to [-pi, pi)."""
-    return (a + np.pi) % (2 * np.pi) - np.pi
-
-
 def _part(lo, hi):
     lo, hi = np.asarray(lo, float), np.asarray(hi, float)
     return (lo + hi) / 2, (hi - lo) / 2

@@ -20,6 +20,8 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
+from spatial_memory.geometry import wrap_angle
+
 from .geometry import (
     APPROACH_BACK,
     FINGER_BELOW,
@@ -33,7 +35,6 @@ from .geometry import (
     box_separation,
     frame_from_axes,
     gripper_parts,
-    wrap,
 )
 from .sim import Obstacles, SimView
 
@@ -159,12 +160,12 @@ class GraspPlanner:
 
     # ------------------------------------------------------------------ costs
     def _side_penalty(self, side: float) -> float:
-        return sum(0.05 for s in self.failed_sides if abs(wrap(side - s)) < np.deg2rad(40))
+        return sum(0.05 for s in self.failed_sides if abs(wrap_angle(side - s)) < np.deg2rad(40))
 
     def _yaw_cost(self, yaw: float) -> float:
         _, R = self.view.grip()
         cur = np.arctan2(R[1, 0], R[0, 0])
-        dy = abs(wrap(2 * (yaw - cur))) / 2  # finger axis is symmetric under pi
+        dy = abs(wrap_angle(2 * (yaw - cur))) / 2  # finger axis is symmetric under pi
         return 0.004 * dy
 
     def _reach(self, p_xy) -> float:
