@@ -76,6 +76,7 @@ SCRIPT_ARGS = {  # the smallest arguments of each documented script (appended; a
     "scripts/bench_data.py": "--episodes 1 --size 64 --map-size 64 --reads 20 --workers 1",
     "scripts/failure_videos.py": "",
     "scripts/gst_table.py": "",
+    "scripts/openpi_libero_eval.py": "--trials 1 --resolution 64",
 }
 
 

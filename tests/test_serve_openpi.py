@@ -151,3 +151,24 @@ def test_agent_openpi_plays_served_chunks_and_reports_server_errors():
         with pytest.raises(RuntimeError, match="bad_request.*state"):
             agent.act(bad)
         agent.close()
+
+
+def test_the_openpi_libero_eval_script_says_what_is_wrong_before_it_builds_an_env(tmp_path, capsys):
+    """scripts/openpi_libero_eval.py (run on LIBERO in test_serve_openpi_libero): no server at the
+    address, a bad task or suite -- each a one-line reason and exit 2, no run started in --out."""
+    import socket
+
+    from scripts.openpi_libero_eval import main
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "eval"
+    assert main(["--port", str(port), "--task", "0", "--trials", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot reach an openpi-protocol server at ws://127.0.0.1:{port}" in err and "vla-serve" in err, err
+    assert not (out / "config.json").exists()
+    assert main(["--task", "first", "--out", str(out)]) == 2
+    assert "--task must be task ids" in capsys.readouterr().err
+    assert main(["--suite", "libero_nope", "--task", "0", "--out", str(out)]) == 2
+    assert "unknown LIBERO suite 'libero_nope'" in capsys.readouterr().err
