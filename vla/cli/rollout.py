@@ -31,12 +31,12 @@ Show the composed config without running: vla-rollout --cfg [overrides...]
 def spec_from_config(cfg: dict):
     from vla.eval.evaluate import EvalSpec
 
+    from spatial_memory.strict import check_keys
+
     ev = dict(cfg["eval"])
     left_out = {"env", "agent", "out", "record", "record_keep", "merge_record", "extra", "perception", "rerun", "ray"}
     known = set(EvalSpec.__dataclass_fields__) - left_out
-    unknown = sorted(set(ev) - known)
-    if unknown:
-        raise ValueError(f"unknown eval option(s) {unknown}; valid: {sorted(known)}")
+    check_keys(ev, known, "eval")
     from vla.gst.midepisode import gst_options
 
     extra = {"gst": cfg["gst"]} if cfg.get("gst") and gst_options(cfg["gst"])["enabled"] else {}

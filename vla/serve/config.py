@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
+
+from spatial_memory.strict import from_dict
 
 from .access import is_loopback
 from .wire import MAX_OBJECTS
@@ -67,11 +69,7 @@ class ServeConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ServeConfig":
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"unknown serve option(s) {unknown}; valid: {sorted(names)}")
-        return cls(**d)
+        return from_dict(cls, d, "serve")
 
     @property
     def max_bytes(self) -> int:
