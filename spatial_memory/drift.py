@@ -28,6 +28,7 @@ import numpy as np
 from numba import njit
 
 from .geometry import make_T, rot_z
+from .strict import from_dict
 
 _STATS = 7  # per cell: weight, sum x, sum y, sum xx, sum xy, sum yy (relative to the cell's corner), points
 
@@ -68,7 +69,7 @@ class DriftConfig:
         for k in ("z_band", "depth_sigma"):
             if k in d:
                 d[k] = tuple(d[k])
-        return cls(**d)
+        return from_dict(cls, d, "drift")
 
 
 class DriftCorrector:

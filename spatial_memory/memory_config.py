@@ -9,6 +9,7 @@ import numpy as np
 from .drift import DriftConfig
 from .maps import MapConfig
 from .objects import ASSOCIATIONS
+from .strict import from_dict
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,8 @@ class MemoryConfig:
         if isinstance(self.drift, dict):
             object.__setattr__(self, "drift", DriftConfig.from_dict(self.drift))
         if isinstance(self.map, dict):
-            object.__setattr__(
-                self, "map", MapConfig(**{**self.map, "wall_band": tuple(self.map.get("wall_band", (1.2, 1.8)))})
-            )
+            map_cfg = {**self.map, "wall_band": tuple(self.map.get("wall_band", (1.2, 1.8)))}
+            object.__setattr__(self, "map", from_dict(MapConfig, map_cfg, "memory map"))
         object.__setattr__(self, "carve_margin", tuple(float(m) for m in self.carve_margin))
         object.__setattr__(self, "structure_categories", tuple(self.structure_categories))
 
@@ -85,4 +85,4 @@ class MemoryConfig:
         d = dict(d)
         d["carve_margin"] = tuple(d.get("carve_margin", (0.1, 0.03)))
         d["structure_categories"] = tuple(d.get("structure_categories", ()))
-        return cls(**d)
+        return from_dict(cls, d, "memory")

@@ -45,6 +45,7 @@ from scipy import ndimage
 
 from .frame import CameraFrame
 from .geometry import camera_yaw, make_T, rot_z, wrap_angle
+from .strict import check_keys, field_names, from_dict
 
 MAX_LOCAL_ID = 32000  # frame-local ids are drawn from [1, MAX_LOCAL_ID) (stored as int16)
 
@@ -181,22 +182,15 @@ class PerceptionProfile:
     @classmethod
     def from_dict(cls, d: dict) -> "PerceptionProfile":
         d = dict(d)
-        unknown = sorted(set(d) - {"name", "detector", "depth", "odometry", "seed"})
-        if unknown:
-            raise ValueError(f"unknown perception profile field(s) {unknown}")
+        check_keys(d, field_names(cls), "perception profile")
         parts = {"detector": DetectorModel, "depth": DepthModel, "odometry": OdometryModel}
         for k, typ in parts.items():
             v = d.get(k)
             if isinstance(v, dict):
-                bad = sorted(set(v) - set(typ.__dataclass_fields__))
-                if bad:
-                    raise ValueError(
-                        f"unknown perception {k} field(s) {bad}; valid: {sorted(typ.__dataclass_fields__)}"
-                    )
                 v = dict(v)
                 if "fp_pixels" in v:
                     v["fp_pixels"] = tuple(int(x) for x in v["fp_pixels"])
-                d[k] = typ(**v)
+                d[k] = from_dict(typ, v, f"perception {k}")
         return cls(**d)
 
 

@@ -61,3 +61,34 @@ def test_overrides_reach_every_field_without_plus_and_unknown_keys_are_refused()
         from envs.house.config import HouseConfig
 
         HouseConfig.from_dict({**compose("rollout", ["env=house", "+env.bogus=1"])["env"]})
+
+
+def test_serve_remote_and_openpi_defaults_live_in_their_dataclasses_only(capsys):
+    """configs/serve.yaml, agent/remote.yaml and agent/openpi.yaml name groups and schemas, no option;
+    the composed config is the dataclasses' defaults, and ``vla-serve --cfg`` shows every option."""
+    import json
+
+    from omegaconf import OmegaConf
+
+    from vla.agents.openpi import OpenpiAgentOptions
+    from vla.agents.remote import RemoteAgentOptions
+    from vla.config import CONFIG_DIR
+    from vla.serve.cli import serve_main
+    from vla.serve.config import ServeOptions
+
+    for name in ("serve.yaml", "agent/remote.yaml", "agent/openpi.yaml"):
+        assert set(OmegaConf.load(CONFIG_DIR / name)) <= {"defaults", "name"}, name
+    cfg = compose("serve", [])
+    assert {k: v for k, v in cfg.items() if k != "agent"} == _defaults(ServeOptions)
+    assert compose("rollout", ["agent=remote"])["agent"] == {"name": "remote", **_defaults(RemoteAgentOptions)}
+    assert compose("rollout", ["agent=openpi"])["agent"] == {"name": "openpi", **_defaults(OpenpiAgentOptions)}
+    assert serve_main(["--cfg", "port=9", "memory={inputs: [objects]}"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert set(shown) == {f.name for f in dataclasses.fields(ServeOptions)} | {"agent"}
+    assert shown["port"] == 9 and shown["memory"] == {"inputs": ["objects"]} and shown["agent"]["name"] == "memory"
+    with pytest.raises(ValueError, match="bogus"):
+        compose("serve", ["bogus=1"])
+    with pytest.raises(ValueError, match=r"unknown remote agent option\(s\) \['bogus'\]"):
+        from vla.agents import make_agent
+
+        make_agent({"name": "remote", "bogus": 1})

@@ -198,6 +198,27 @@ def test_merged_file_keeps_each_demo_s_own_instruction(house):
     assert len({truth[k]["instruction"] for k in truth}) > 1  # trials of one scene have different targets
 
 
+def test_vla_data_s_selected_merge_is_the_recorder_s_merge_with_rounds(house, tmp_path):
+    """``vla-data``'s merge of selected demos (any order, from several rounds) writes the files the
+    recorder's merge writes: the demos in the order given, each with the round it came from."""
+    from vla.data.generate import merge_selected
+
+    root, truth = house
+    files = sorted((root / ".episodes").glob("*.hdf5"))
+    trials = [int(p.stem[-3:]) for p in files]
+    assert len(files) == len(truth) >= 2
+    (out,) = merge_selected({0: [(3, files[1]), (1, files[0])]}, {0: "picked"}, tmp_path / "hdf5")
+    with h5py.File(out) as f, h5py.File(next(root.glob("*_demo.hdf5"))) as whole, h5py.File(files[1]) as first:
+        data = f["data"]
+        assert out.name == "picked_demo.hdf5" and data.attrs["num_demos"] == 2
+        assert [data["demo_0"].attrs["round"], data["demo_1"].attrs["round"]] == [3, 1]
+        assert data.attrs["total"] == len(truth[trials[1]]["actions"]) + len(truth[trials[0]]["actions"])
+        assert data.attrs["language_instruction"] == first["data"].attrs["language_instruction"]
+        np.testing.assert_array_equal(data["demo_0/actions"][:], truth[trials[1]]["actions"])
+        np.testing.assert_array_equal(data["demo_1/actions"][:], whole["data/demo_0/actions"][:])
+    assert not list((tmp_path / "hdf5").glob("*.tmp"))
+
+
 def test_official_libero_layout(official):
     path, arrays = official
     src = DemoSource(path, "libero_spatial", chunk=2, cameras=("agentview", "wrist"))

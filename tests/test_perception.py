@@ -213,7 +213,7 @@ def test_profiles_from_config_and_bad_values():
         profile("perfect")
     with pytest.raises(ValueError, match="sigma_quad"):
         profile({"name": "harsh", "overrides": {"depth": {"sigma_quad": -1}}})
-    with pytest.raises(ValueError, match="unknown perception depth field"):
+    with pytest.raises(ValueError, match=r"unknown perception depth option\(s\) \[.sigma.\]; valid options: .*sigma_q"):
         profile({"name": "harsh", "overrides": {"depth": {"sigma": 1}}})
 
 

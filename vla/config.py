@@ -6,10 +6,12 @@ defaults and validation (:data:`SCHEMAS`): ``env=house`` by ``envs.house.config.
 ``envs.omnigibson.config.OmniGibsonConfig``, ``agent=memory`` by
 ``vla.agents.memory.MemoryAgentOptions``, ``eval`` by ``vla.eval.evaluate.EvalSpec``, ``gst`` by
 ``vla.gst.options.GSTOptions``, ``perception=gt|realistic|harsh`` by ``envs.perception.PerceptionConfig``,
-... The dataclass defaults are registered in Hydra's ConfigStore as ``<name>_schema`` nodes; a
-group's YAML file lists its schema first in its defaults list and only overrides (usually nothing but
-``name``). So ``env.split=val`` works without ``+``, an unknown key is refused by Hydra, and
-``vla-rollout --cfg`` prints the whole composed config.
+``agent=remote`` by ``vla.agents.remote.RemoteAgentOptions``, ``vla-serve``'s own options by
+``vla.serve.config.ServeOptions``, ... The dataclass defaults are registered in Hydra's ConfigStore as
+``<name>_schema`` nodes; a group's YAML file lists its schema first in its defaults list and only
+overrides (usually nothing but ``name``); a primary config lists its top-level schemas the same way
+(``serve.yaml``: ``serve_schema``). So ``env.split=val`` works without ``+``, an unknown key is
+refused by Hydra, and ``vla-rollout --cfg`` / ``vla-serve --cfg`` print the whole composed config.
 
 The compose API is used (not ``@hydra.main``) so that a CLI does not change directory or write
 Hydra's own output folders, and so that errors are reported as one clear line.
@@ -34,6 +36,8 @@ SCHEMAS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("agent", "memory"): ("vla.agents.memory:MemoryAgentOptions", ()),
     ("agent", "vla"): ("vla.agents.vla:VLAAgentOptions", ()),
     ("agent", "dagger"): ("vla.agents.dagger:DAggerOptions", ()),
+    ("agent", "remote"): ("vla.agents.remote:RemoteAgentOptions", ()),
+    ("agent", "openpi"): ("vla.agents.openpi:OpenpiAgentOptions", ()),
     ("eval", "default"): (
         "vla.eval.evaluate:EvalSpec",
         ("env", "agent", "out", "record", "record_keep", "merge_record", "extra", "perception", "rerun", "ray"),
@@ -46,6 +50,7 @@ SCHEMAS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("data", "data"): ("vla.train.config:DataConfig", ()),
     ("train", "train"): ("vla.train.config:TrainConfig", ()),
     ("", "ray"): ("vla.eval.backends.options:RayOptions", ()),
+    ("", "serve"): ("vla.serve.config:ServeOptions", ()),
 }
 
 
@@ -76,12 +81,15 @@ def schema_defaults(target: str, exclude: tuple[str, ...] = ()) -> dict[str, Any
     return out
 
 
-# the groups each primary config composes (schemas are imported only for those: vla-rollout never imports torch)
+# the groups each primary config composes, "/<name>" for a schema at its top level (schemas are imported
+# only for those: vla-rollout never imports torch, nor the server)
 CONFIG_GROUPS: dict[str, tuple[str, ...]] = {
-    "rollout": ("env", "agent", "eval", "perception", ""),
-    "gst": ("env", "agent", "perception", ""),
-    "serve": ("env", "agent"),
+    "rollout": ("env", "agent", "eval", "perception", "/gst", "/rerun", "/ray"),
+    "gst": ("env", "agent", "perception", "/gst", "/rerun", "/ray"),
+    "serve": ("env", "agent", "/serve"),
     "train": ("model", "policy", "data", "train"),
+    "data_gen": (),
+    "merge": (),
 }
 _REGISTERED: set[tuple[str, str]] = set()
 
@@ -93,7 +101,7 @@ def register_schemas(config_name: str | None = None) -> None:
     cs = ConfigStore.instance()
     wanted = CONFIG_GROUPS.get(config_name) if config_name else None
     for (group, name), (target, exclude) in SCHEMAS.items():
-        if (wanted is not None and group not in wanted) or (group, name) in _REGISTERED:
+        if (wanted is not None and (group or f"/{name}") not in wanted) or (group, name) in _REGISTERED:
             continue
         cs.store(group=group or None, name=f"{name}_schema", node=schema_defaults(target, exclude))
         _REGISTERED.add((group, name))

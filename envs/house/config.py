@@ -23,6 +23,8 @@ from typing import Any
 
 from envs.ground_nav.config import check_ground_nav
 
+from spatial_memory.strict import from_dict
+
 SPLITS: dict[str, tuple[int, int]] = {
     "train": (0, 800_000),
     "val": (800_000, 801_000),
@@ -90,13 +92,7 @@ class HouseConfig:
 
     @classmethod
     def from_dict(cls, cfg: dict[str, Any] | None) -> "HouseConfig":
-        cfg = dict(cfg or {})
-        cfg.pop("name", None)
-        valid = [f.name for f in fields(cls)]
-        unknown = sorted(set(cfg) - set(valid))
-        if unknown:
-            raise ValueError(f"unknown house env option(s) {unknown}; valid options: {valid}")
-        out = cls(**cfg)
+        out = from_dict(cls, cfg, "house env", ignore=("name",))
         out.validate()
         return out
 

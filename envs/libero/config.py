@@ -6,8 +6,10 @@ all. A key that is not a field here is rejected with the list of valid ones.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
+
+from spatial_memory.strict import from_dict
 
 ENV_SEED = 0  # LIBERO's env.seed(), once per task env, as OpenVLA's get_libero_env
 SETTLE_STEPS = 10  # the protocol's no-op steps after reset (docs/LIBERO.md)
@@ -50,13 +52,7 @@ class LiberoConfig:
 
     @classmethod
     def from_dict(cls, cfg: dict[str, Any] | None) -> "LiberoConfig":
-        cfg = dict(cfg or {})
-        cfg.pop("name", None)
-        valid = sorted(f.name for f in fields(cls))
-        unknown = sorted(set(cfg) - set(valid))
-        if unknown:
-            raise ValueError(f"unknown libero option(s) {unknown}; valid options: {valid}")
-        return cls(**cfg)
+        return from_dict(cls, cfg, "libero", ignore=("name",))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from envs.ground_nav.config import check_ground_nav
+from spatial_memory.strict import from_dict
 
 # every BEHAVIOR-1K scene of OmniGibson 1.1.1 (docs/modules/scenes.md), by split
 SPLITS: dict[str, tuple[str, ...]] = {
@@ -141,13 +142,7 @@ class OmniGibsonConfig:
 
     @classmethod
     def from_dict(cls, cfg: dict[str, Any] | None) -> "OmniGibsonConfig":
-        cfg = dict(cfg or {})
-        cfg.pop("name", None)
-        valid = [f.name for f in fields(cls)]
-        unknown = sorted(set(cfg) - set(valid))
-        if unknown:
-            raise ValueError(f"unknown omnigibson env option(s) {unknown}; valid options: {valid}")
-        out = cls(**cfg)
+        out = from_dict(cls, cfg, "omnigibson env", ignore=("name",))
         out.validate()
         return out
 

@@ -17,13 +17,14 @@ successful ones: ``vla-rollout ... agent=dagger record=DIR record_keep=all``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from envs.observation import Observation
 from envs.spec import EnvSpec
+from spatial_memory.strict import from_dict
 
 from .base import Seedable, is_privileged
 
@@ -50,11 +51,7 @@ class DAggerAgent:
     def __init__(self, seed: int = 0, **options: Any) -> None:
         from . import make_agent
 
-        valid = {f.name for f in fields(DAggerOptions)}
-        unknown = sorted(set(options) - valid)
-        if unknown:
-            raise ValueError(f"unknown dagger agent option(s) {unknown}; valid: {sorted(valid)}")
-        self.options = DAggerOptions(**options)
+        self.options = from_dict(DAggerOptions, options, "dagger agent")
         self.learner = make_agent(dict(self.options.learner), seed=seed)
         self.teacher = make_agent(dict(self.options.teacher), seed=seed)
         for role, agent in (("learner", self.learner), ("teacher", self.teacher)):

@@ -26,6 +26,7 @@ import numpy as np
 
 from envs.observation import Observation
 from envs.spec import EnvSpec
+from spatial_memory.strict import from_dict
 
 from ..transforms.memory import MemoryInputs, MemoryInputsConfig, is_mobile_base
 from .navigation import MemoryNavigator, NavigatorConfig
@@ -99,7 +100,7 @@ class MemoryAgent(WithMemory):
     name = "memory"
 
     def __init__(self, seed: int = 0, **options: Any) -> None:
-        self.options = MemoryAgentOptions(**options)
+        self.options = from_dict(MemoryAgentOptions, options, "memory agent")
         inputs = MemoryInputs(self.options.inputs_config(), seed=seed)
         nav_cfg = NavigatorConfig.from_dict(self.options.navigator).for_perception(self.options.perception)
         self.navigator = MemoryNavigator(nav_cfg)

@@ -18,12 +18,14 @@ frame) fails the episode with the server's text. GST questions are not sent over
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from envs.observation import Observation
 from envs.spec import EnvSpec
+from spatial_memory.strict import from_dict
 
 
 def resize_with_pad(img: np.ndarray, size: int) -> np.ndarray:
@@ -42,26 +44,34 @@ def resize_with_pad(img: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class OpenpiAgentOptions:
+    """``agent=openpi``'s options and defaults (configs/agent/openpi.yaml only names the agent)."""
+
+    url: str = "ws://127.0.0.1:8000"  # the server's address (a path too: ws://host:port/openpi)
+    token: str | None = None  # sent as "Authorization: Api-Key <token>", as openpi's client does
+    keys: dict[str, str] | None = None  # openpi key -> observation key (None: configs/openpi/<env>.yaml)
+    replan_steps: int = 0  # ask again after this many actions of a chunk (0: the whole chunk; openpi's LIBERO: 5)
+    image_size: int = 0  # resize images to a padded square of this side before sending (0: as they are; openpi: 224)
+    timeout_s: float = 120.0  # per request
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.url, str) or not self.url.startswith(("ws://", "wss://")):
+            raise ValueError(
+                f"agent.url must be the ws:// or wss:// address of an openpi-protocol server, got {self.url!r}"
+            )
+        if int(self.replan_steps) < 0 or int(self.image_size) < 0:
+            raise ValueError("agent.replan_steps and agent.image_size must be >= 0")
+
+
 class OpenpiAgent:
     name = "openpi"
     privileged = False
 
-    def __init__(
-        self,
-        seed: int = 0,
-        url: str = "ws://127.0.0.1:8000",
-        token: str | None = None,
-        keys: dict[str, str] | None = None,
-        replan_steps: int = 0,
-        image_size: int = 0,
-        timeout_s: float = 120.0,
-    ) -> None:
-        if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
-            raise ValueError(f"agent.url must be the ws:// or wss:// address of an openpi-protocol server, got {url!r}")
-        if int(replan_steps) < 0 or int(image_size) < 0:
-            raise ValueError("agent.replan_steps and agent.image_size must be >= 0")
-        self.url, self.token, self.keys = url, token, dict(keys) if keys else None
-        self.replan_steps, self.image_size, self.timeout_s = int(replan_steps), int(image_size), float(timeout_s)
+    def __init__(self, seed: int = 0, **options: Any) -> None:
+        o = from_dict(OpenpiAgentOptions, options, "openpi agent")
+        self.url, self.token, self.keys = o.url, o.token, dict(o.keys) if o.keys else None
+        self.replan_steps, self.image_size, self.timeout_s = int(o.replan_steps), int(o.image_size), float(o.timeout_s)
         self._ws = None
         self._keymap = None
         self._queue: deque[np.ndarray] = deque()

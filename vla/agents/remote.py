@@ -21,31 +21,39 @@ evaluator's per-episode seeds travel with
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from envs.observation import Observation
 from envs.spec import EnvSpec
+from spatial_memory.strict import from_dict
 
 from .base import AgentSessionLost, AgentUnavailable
+
+
+@dataclass(frozen=True)
+class RemoteAgentOptions:
+    """``agent=remote``'s options and defaults (configs/agent/remote.yaml only names the agent)."""
+
+    url: str = "ws://127.0.0.1:8765"  # the server's address
+    token: str | None = None  # the server's shared token, if it has one
+    timeout_s: float = 120.0  # per request
+    reconnect_timeout_s: float = 30.0  # keep trying this long when the connection drops (the session resumes)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.url, str) or not self.url.startswith(("ws://", "wss://")):
+            raise ValueError(f"agent.url must be a ws:// or wss:// address of a vla-serve server, got {self.url!r}")
 
 
 class RemoteAgent:
     name = "remote"
 
-    def __init__(
-        self,
-        seed: int = 0,
-        url: str = "ws://127.0.0.1:8765",
-        token: str | None = None,
-        timeout_s: float = 120.0,
-        reconnect_timeout_s: float = 30.0,
-    ) -> None:
-        if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
-            raise ValueError(f"agent.url must be a ws:// or wss:// address of a vla-serve server, got {url!r}")
-        self.url, self.token = url, token
-        self.timeout_s, self.reconnect_timeout_s = float(timeout_s), float(reconnect_timeout_s)
+    def __init__(self, seed: int = 0, **options: Any) -> None:
+        o = from_dict(RemoteAgentOptions, options, "remote agent")
+        self.url, self.token = o.url, o.token
+        self.timeout_s, self.reconnect_timeout_s = float(o.timeout_s), float(o.reconnect_timeout_s)
         self._seed: Any = seed
         self._client = None
         self._queue: deque[np.ndarray] = deque()

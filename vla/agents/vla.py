@@ -18,13 +18,14 @@ under ``memory_cache`` when given, shared with training's cache and across evalu
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from envs.observation import Observation
 from envs.spec import EnvSpec
+from spatial_memory.strict import from_dict
 
 
 @dataclass(frozen=True)
@@ -73,11 +74,7 @@ class VLAAgent:
         return super().__new__(cls)
 
     def __init__(self, seed: int = 0, **options: Any) -> None:
-        valid = {f.name for f in fields(VLAAgentOptions)}
-        unknown = sorted(set(options) - valid)
-        if unknown:
-            raise ValueError(f"unknown vla agent option(s) {unknown}; valid: {sorted(valid)}")
-        self.options = VLAAgentOptions(**options)
+        self.options = from_dict(VLAAgentOptions, options, "vla agent")
         import torch
 
         from vla.policy import load_policy

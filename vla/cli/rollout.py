@@ -29,14 +29,13 @@ Show the composed config without running: vla-rollout --cfg [overrides...]
 
 
 def spec_from_config(cfg: dict):
+    from spatial_memory.strict import check_keys, field_names
+    from vla.config import SCHEMAS
     from vla.eval.evaluate import EvalSpec
 
     ev = dict(cfg["eval"])
-    left_out = {"env", "agent", "out", "record", "record_keep", "merge_record", "extra", "perception", "rerun", "ray"}
-    known = set(EvalSpec.__dataclass_fields__) - left_out
-    unknown = sorted(set(ev) - known)
-    if unknown:
-        raise ValueError(f"unknown eval option(s) {unknown}; valid: {sorted(known)}")
+    left_out = SCHEMAS[("eval", "default")][1]  # the EvalSpec fields set from elsewhere (out=, env=, ...)
+    check_keys(ev, set(field_names(EvalSpec)) - set(left_out), "eval")
     from vla.gst.midepisode import gst_options
 
     extra = {"gst": cfg["gst"]} if cfg.get("gst") and gst_options(cfg["gst"])["enabled"] else {}

@@ -30,9 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import h5py
-
 from ..eval.store import write_json_atomic
+from ..rollout.record import merge_episode_files
 
 BENCHMARK_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
 FORMATS = ("hdf5", "lerobot")
@@ -112,26 +111,12 @@ def _round_stats(out: Path) -> dict[int, dict[str, float]]:
 def merge_selected(sources: dict[int, list[tuple[int, Path]]], names: dict[int, str], out_dir: Path) -> list[Path]:
     """``out_dir/<task>_demo.hdf5`` per task from per-episode files [(round, path)] in order."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for task_id, items in sorted(sources.items()):
-        out = out_dir / f"{names[task_id]}_demo.hdf5"
-        tmp = out.with_suffix(".hdf5.tmp")
-        total = 0
-        with h5py.File(tmp, "w") as dst:
-            data = dst.create_group("data")
-            for i, (round_, path) in enumerate(items):
-                with h5py.File(path, "r") as src:
-                    if i == 0:
-                        for k, v in src["data"].attrs.items():
-                            data.attrs[k] = v
-                    src.copy(src["data/demo_0"], data, name=f"demo_{i}")
-                    data[f"demo_{i}"].attrs["round"] = int(round_)
-                    total += int(src["data/demo_0"].attrs["num_samples"])
-            data.attrs["num_demos"] = len(items)
-            data.attrs["total"] = total
-        os.replace(tmp, out)
-        written.append(out)
-    return written
+    return [
+        merge_episode_files(
+            out_dir / f"{names[task_id]}_demo.hdf5", [p for _, p in items], [{"round": int(r)} for r, _ in items]
+        )
+        for task_id, items in sorted(sources.items())
+    ]
 
 
 def generate_suite(cfg: dict[str, Any], suite: str, progress: bool = True) -> dict[str, Any]:

@@ -5,7 +5,8 @@ mid-episode extras, the seed, the trials per task, and the protocol as the env r
 task's step limit, settling steps, cameras and resolution, LIBERO's env seed, ...; defaults
 included, so a config that leaves a key out and one that spells the default are the same run).
 Resuming into an ``out`` whose ``run.json`` differs is refused, naming what differs, so episodes
-of two settings are never mixed in one ``episodes.jsonl``.
+of two settings are never mixed in one ``episodes.jsonl``. :func:`check_identity` is the one such
+check of the project: ``vla-train`` and ``vla-gst eval`` keep their ``run.json`` through it too.
 """
 
 from __future__ import annotations
@@ -56,24 +57,44 @@ def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
     return [] if a == b else [f"{prefix[:-1]}: {a!r} there, {b!r} now"]
 
 
-def check_identity(out: Path, identity: dict[str, Any]) -> None:
-    """Write ``run.json`` for a new run; refuse (ValueError naming the differences) a different one."""
-    run_file = Path(out) / "run.json"
-    identity = json.loads(json.dumps(identity))  # as it reads back (tuples -> lists, int keys -> str)
+def check_identity(
+    out: str | Path,
+    identity: dict[str, Any],
+    holds: str = "episodes of a different run",
+    compare: tuple[str, ...] | None = None,
+    write: bool = True,
+) -> None:
+    """The one run-identity check (evaluation, training, GST answers): write ``out/run.json`` for a new
+    run (atomically: a temporary file moved into place); refuse a different one with a ValueError that
+    names each difference (``key.sub: <there> there, <now> now``) and what ``out`` ``holds``.
+
+    ``compare``: the keys that make a run (default: every key of ``identity``); the other keys are
+    notes, rewritten when they change. ``write=False`` only checks (a training run's ranks but the
+    first)."""
+    out = Path(out)
+    run_file = out / "run.json"
+    identity = json.loads(json.dumps(identity, default=str))  # as it reads back (tuples -> lists, int keys -> str)
+    keys = list(identity) if compare is None else list(compare)
     if not run_file.exists():
-        write_json_atomic(run_file, identity)
+        if write:
+            out.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(run_file, identity)
         return
     try:
         previous = json.loads(run_file.read_text())
+        if not isinstance(previous, dict):
+            raise ValueError(f"a {type(previous).__name__}, not an object")
     except ValueError as exc:
-        raise ValueError(f"{run_file} is not valid JSON ({exc}); delete it or choose another out=") from exc
-    diff = _differences({k: previous.get(k, "<unset>") for k in identity}, identity)
+        raise ValueError(f"{run_file} is not a run's identity ({exc}); delete it or choose another out=") from exc
+    diff = _differences({k: previous.get(k, "<unset>") for k in keys}, {k: identity.get(k, "<unset>") for k in keys})
     if diff:
         shown = "; ".join(diff[:6]) + (f"; ... {len(diff) - 6} more" if len(diff) > 6 else "")
         raise ValueError(
-            f"{out} holds episodes of a different run ({run_file}): {shown}. "
-            "Choose another out= or delete it; episodes of two settings are never mixed."
+            f"{out} holds {holds} ({run_file}): {shown}. "
+            "Choose another out= or delete it; results of two settings are never mixed."
         )
+    if write and any(previous.get(k) != v for k, v in identity.items() if k not in keys):
+        write_json_atomic(run_file, {**previous, **identity})
 
 
 def _pid_alive(pid: int) -> bool:

@@ -260,15 +260,10 @@ def evaluate_questions(cfg: dict[str, Any]) -> dict[str, Any]:
     profile = perception_profile(cfg.get("perception"))
     sensors = sensors_for(profile, cfg["env"]["name"])  # what the agent's sensors make of the sensor media
     run = {"perception": profile.to_dict(), "agent": cfg["agent"], "questions": str(cfg["questions"])}
-    run_path = out / "run.json"
-    if run_path.exists():
-        before = json.loads(run_path.read_text())
-        if before.get("perception") != run["perception"] or before.get("agent") != run["agent"]:
-            raise ValueError(
-                f"{out} holds predictions of another agent or perception profile ({run_path}); "
-                "choose a new out= or delete it"
-            )
-    run_path.write_text(json.dumps(run, indent=2) + "\n")
+    from vla.eval.identity import check_identity
+
+    holds = "predictions of another agent or perception profile"
+    check_identity(out, run, holds, compare=("perception", "agent"))  # the question set is a note
     ppath = out / "predictions.jsonl"
     done = {r["id"] for r in _read_jsonl_tolerant(ppath)}
     todo = [q for q in questions if q.id not in done]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from spatial_memory.strict import from_dict
 
 
 @dataclass(frozen=True)
@@ -21,12 +23,7 @@ class GSTOptions:
     def from_dict(cls, cfg: dict[str, Any] | None) -> "GSTOptions":
         from .subtasks import check_codes
 
-        cfg = dict(cfg or {})
-        valid = sorted(f.name for f in fields(cls))
-        unknown = sorted(set(cfg) - set(valid))
-        if unknown:
-            raise ValueError(f"unknown gst option(s) {unknown}; valid: {valid}")
-        opts = cls(**cfg)
+        opts = from_dict(cls, cfg, "gst")
         if opts.every is not None and int(opts.every) < 1:
             raise ValueError(f"gst.every must be >= 1, got {opts.every}")
         if opts.subtasks is not None:

@@ -18,9 +18,11 @@ own learning rate (:func:`vision_parameter_names`).
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from spatial_memory.strict import from_dict
 
 ARCHS = ("qwen2_5_vl", "qwen3_vl")
 # token ids the Qwen vision-language families share
@@ -55,13 +57,7 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "ModelConfig":
-        d = dict(d or {})
-        d.pop("name", None)
-        valid = sorted(f.name for f in fields(cls))
-        unknown = sorted(set(d) - set(valid))
-        if unknown:
-            raise ValueError(f"unknown model option(s) {unknown}; valid: {valid}")
-        return cls(**d)
+        return from_dict(cls, d, "model", ignore=("name",))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from spatial_memory.strict import from_dict
 
 from .inputs import InputConfig
 
@@ -40,12 +42,7 @@ class PolicyConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "PolicyConfig":
-        d = dict(d or {})
-        valid = sorted(f.name for f in fields(cls))
-        unknown = sorted(set(d) - set(valid))
-        if unknown:
-            raise ValueError(f"unknown policy option(s) {unknown}; valid: {valid}")
-        return cls(**d)
+        return from_dict(cls, d, "policy")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

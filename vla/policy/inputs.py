@@ -20,11 +20,13 @@ policy was trained with.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import cv2
 import numpy as np
+
+from spatial_memory.strict import from_dict
 
 IMAGE = "<image>"
 PROMPT = "What action should the robot take to {instruction}?"
@@ -62,12 +64,7 @@ class InputConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "InputConfig":
-        d = dict(d or {})
-        valid = sorted(f.name for f in fields(cls))
-        unknown = sorted(set(d) - set(valid))
-        if unknown:
-            raise ValueError(f"unknown policy input option(s) {unknown}; valid: {valid}")
-        return cls(**d)
+        return from_dict(cls, d, "policy input")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

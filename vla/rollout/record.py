@@ -33,7 +33,8 @@ label only the ids in view, as the house does).
 
 ``obs[t]`` is the observation on which ``actions[t]`` was taken. Every episode streams into its own
 file under ``.episodes/`` (so workers never share a file and a killed run keeps every finished
-demo); :func:`merge_demos` assembles the per-task files, ordered by trial.
+demo); :func:`merge_demos` assembles the per-task files, ordered by trial (through
+:func:`merge_episode_files`, which ``vla-data`` uses for its selected demos too).
 """
 
 from __future__ import annotations
@@ -194,22 +195,36 @@ def merge_demos(root: str | Path, task_names: dict[int, str]) -> list[Path]:
         m = _TRIAL_RE.search(p.name)
         if m:
             by_task.setdefault(int(m.group(1)), []).append((int(m.group(2)), p))
-    written = []
-    for task_id, items in sorted(by_task.items()):
-        out = root / f"{task_names.get(task_id, f'task{task_id:03d}')}_demo.hdf5"
-        tmp = out.with_suffix(".hdf5.tmp")
-        total = 0
-        with h5py.File(tmp, "w") as dst:
-            data = dst.create_group("data")
-            for i, (_, path) in enumerate(sorted(items)):
-                with h5py.File(path, "r") as src:
-                    if i == 0:
-                        for k, v in src["data"].attrs.items():
-                            data.attrs[k] = v
-                    src.copy(src["data/demo_0"], data, name=f"demo_{i}")
-                    total += int(src["data/demo_0"].attrs["num_samples"])
-            data.attrs["num_demos"] = len(items)
-            data.attrs["total"] = total
-        os.replace(tmp, out)
-        written.append(out)
-    return written
+    return [
+        merge_episode_files(
+            root / f"{task_names.get(task_id, f'task{task_id:03d}')}_demo.hdf5", [p for _, p in sorted(items)]
+        )
+        for task_id, items in sorted(by_task.items())
+    ]
+
+
+def merge_episode_files(out: str | Path, episodes: list[Path], demo_attrs: list[dict[str, Any]] | None = None) -> Path:
+    """One task file ``out`` from per-episode files, in the order given (``demo_0``, ``demo_1``, ...): the
+    first file's ``data`` attributes, ``num_demos`` and ``total`` (steps); ``demo_attrs[i]`` are added to
+    ``demo_i``'s attributes. Written to ``<out>.tmp`` and moved into place, so a killed merge leaves the
+    previous file whole."""
+    out = Path(out)
+    if demo_attrs is not None and len(demo_attrs) != len(episodes):
+        raise ValueError(f"merge_episode_files: {len(episodes)} episodes but {len(demo_attrs)} demo_attrs")
+    tmp = out.with_suffix(".hdf5.tmp")
+    total = 0
+    with h5py.File(tmp, "w") as dst:
+        data = dst.create_group("data")
+        for i, path in enumerate(episodes):
+            with h5py.File(path, "r") as src:
+                if i == 0:
+                    for k, v in src["data"].attrs.items():
+                        data.attrs[k] = v
+                src.copy(src["data/demo_0"], data, name=f"demo_{i}")
+                for k, v in (demo_attrs[i] if demo_attrs is not None else {}).items():
+                    data[f"demo_{i}"].attrs[k] = v
+                total += int(src["data/demo_0"].attrs["num_samples"])
+        data.attrs["num_demos"] = len(episodes)
+        data.attrs["total"] = total
+    os.replace(tmp, out)
+    return out

@@ -22,11 +22,13 @@ Both at once log the episode to two streams. Needs the ``rerun`` extra (``pip in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from spatial_memory.strict import from_dict
 
 from .runtime import Episode, EpisodeResult, Subscriber
 
@@ -53,12 +55,7 @@ class RerunOptions:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "RerunOptions":
-        d = dict(d or {})
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"unknown rerun option(s) {unknown}; valid: {sorted(names)}")
-        return cls(**d)
+        return from_dict(cls, d, "rerun")
 
 
 def import_rerun():

@@ -21,9 +21,10 @@ import sys
 from dataclasses import fields
 from typing import Any
 
+from .config import ServeOptions
 from .server import ServeConfig
 
-_SERVE_KEYS = {f.name for f in fields(ServeConfig)}  # the serve.yaml keys that configure the server
+_SERVE_KEYS = {f.name for f in fields(ServeConfig)}  # the options that configure the server itself
 
 
 def build_server(cfg: dict[str, Any]):
@@ -59,8 +60,8 @@ def serve_main(argv: list[str] | None = None) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__)
         print(f"agents: {', '.join(groups('agent'))}; env (optional): {', '.join(groups('env'))}")
-        extra = {"memory", "log_level", "policy_path", "device"}
-        print("options: " + ", ".join(sorted(_SERVE_KEYS | extra)) + " (configs/serve.yaml)")
+        print("options: " + ", ".join(sorted(f.name for f in fields(ServeOptions))))
+        print("every option with its default: vla-serve --cfg (ServeOptions, vla/serve/config.py)")
         return 0
     show = "--cfg" in argv
     argv = [a for a in argv if a != "--cfg"]

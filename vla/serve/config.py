@@ -1,9 +1,12 @@
-"""``ServeConfig``: the server's options (configs/serve.yaml; docs/SERVING.md explains each)."""
+"""``ServeConfig``: the server's options; ``ServeOptions``: all of ``vla-serve``'s (configs/serve.yaml
+names only its groups; docs/SERVING.md explains the options)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
+
+from spatial_memory.strict import from_dict
 
 from .access import is_loopback
 from .wire import MAX_OBJECTS
@@ -11,27 +14,27 @@ from .wire import MAX_OBJECTS
 
 @dataclass
 class ServeConfig:
-    host: str = "127.0.0.1"
+    host: str = "127.0.0.1"  # 0.0.0.0 to accept other machines: refused without a token (or insecure=true)
     port: int = 8765  # 0: any free port (tests)
-    token: str | None = None
-    max_message_mb: float = 16.0
-    batching: bool = True
+    token: str | None = None  # shared secret: clients send "Authorization: Bearer <token>" (openpi: "Api-Key ...")
+    max_message_mb: float = 16.0  # larger messages close the connection (1009)
+    batching: bool = True  # batch infer calls across sessions (False: one at a time)
     max_batch: int = 8
-    max_wait_ms: float = 2.0
-    session_timeout_s: float = 60.0
-    keep_ended: int = 4
+    max_wait_ms: float = 2.0  # how long a batch waits for more sessions after its first call
+    session_timeout_s: float = 60.0  # a session whose client vanished is kept this long for it to reconnect
+    keep_ended: int = 4  # ended sessions whose final map stays queryable
     query_threads: int = 2
-    query_defer_ms: float = 50.0
+    query_defer_ms: float = 50.0  # a map query waits at most this long for a running batch to finish
     max_connections: int = 64
     switch_interval_ms: float = 1.0  # the interpreter's thread switch interval (Python's default: 5 ms)
     query_rate: float = 0.0  # map queries per second over all clients while a simulator is connected (0: no cap)
-    insecure: bool = False  # listen beyond loopback without a token (refused otherwise)
-    origins: tuple[str, ...] = ()  # browser origins allowed besides the server's own page
+    insecure: bool = False  # listen beyond loopback without a token (anyone who reaches the port drives the policy)
+    origins: tuple[str, ...] = ()  # browser origins allowed besides the server's own page, e.g. [http://dash:3000]
     max_connections_per_peer: int = 32
     idle_timeout_s: float = 300.0  # a connection controlling no session that sends nothing this long is closed
-    max_sessions: int = 128  # live (active or detached) sessions
-    max_objects: int = MAX_OBJECTS  # values in one message (an observation holds ~100)
-    query_cache_mb: float = 64.0  # map query results kept for repeated questions
+    max_sessions: int = 128  # live (active or detached) sessions; a reset beyond it is refused
+    max_objects: int = MAX_OBJECTS  # values in one message (an observation holds ~100); more: refused, never built
+    query_cache_mb: float = 64.0  # map query results kept for repeated questions (never the memories)
     protocol: str = "vla"  # what websockets on paths other than /vla and /openpi speak: vla | openpi
     openpi_keys: dict[str, str] | None = None  # openpi key -> our observation key (default: configs/openpi/<env>.yaml)
 
@@ -67,12 +70,20 @@ class ServeConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ServeConfig":
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"unknown serve option(s) {unknown}; valid: {sorted(names)}")
-        return cls(**d)
+        return from_dict(cls, d, "serve")
 
     @property
     def max_bytes(self) -> int:
         return int(self.max_message_mb * 2**20)
+
+
+@dataclass
+class ServeOptions(ServeConfig):
+    """Everything ``vla-serve`` takes (configs/serve.yaml holds only its defaults list): the server's
+    options (:class:`ServeConfig`) and what it serves."""
+
+    policy_path: str | None = None  # the learned VLA: an exported policy or checkpoint directory (instead of agent=)
+    device: str = "cpu"  # where policy_path runs (cpu, cuda, cuda:1)
+    memory: dict[str, Any] | None = None  # for a batched model (BatchModel): MemoryInputs options, one memory per
+    #                                       session (a policy_path that reads the memory brings its own)
+    log_level: str = "info"

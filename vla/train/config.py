@@ -6,22 +6,14 @@ action tokens, chunking, inputs), ``data`` (:class:`DataConfig`) and ``train`` (
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from spatial_memory.strict import from_dict
 
 STRATEGIES = ("single", "ddp", "fsdp")
 OPTIMIZERS = ("adamw", "sgd")
 DATA_KINDS = ("demos", "gst_qa", "mixture")
-
-
-def _from_dict(cls, d: dict[str, Any] | None, what: str):
-    d = dict(d or {})
-    d.pop("name", None)
-    valid = sorted(f.name for f in fields(cls))
-    unknown = sorted(set(d) - set(valid))
-    if unknown:
-        raise ValueError(f"unknown {what} option(s) {unknown}; valid: {valid}")
-    return cls(**d)
 
 
 @dataclass(frozen=True)
@@ -56,7 +48,7 @@ class DataConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "DataConfig":
-        return _from_dict(cls, d, "data")
+        return from_dict(cls, d, "data", ignore=("name",))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,7 +101,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "TrainConfig":
-        return _from_dict(cls, d, "train")
+        return from_dict(cls, d, "train", ignore=("name",))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

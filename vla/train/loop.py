@@ -181,22 +181,9 @@ def _check_identity(out: Path, cfg: dict[str, Any], dist: Dist) -> None:
             "threads",
         )
     }
-    f = out / "run.json"
-    if f.exists():
-        prev = json.loads(f.read_text())
-        if prev != json.loads(json.dumps(ident, default=str)):
-            diff = sorted(
-                k
-                for k in ident
-                if json.dumps(prev.get(k), default=str, sort_keys=True)
-                != json.dumps(ident[k], default=str, sort_keys=True)
-            )
-            raise ValueError(
-                f"{out} holds a training run with another configuration ({', '.join(diff)} differ); choose another out="
-            )
-    elif dist.main:
-        out.mkdir(parents=True, exist_ok=True)
-        f.write_text(json.dumps(ident, indent=2, default=str))
+    from vla.eval.identity import check_identity
+
+    check_identity(out, ident, holds="a training run with another configuration", write=dist.main)
     dist.barrier()
 
 

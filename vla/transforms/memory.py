@@ -32,7 +32,7 @@ agent with it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import cv2
@@ -42,6 +42,7 @@ from envs.observation import Observation
 from envs.spec import EnvSpec
 from spatial_memory import MemoryConfig, SpatialMemory
 from spatial_memory.geometry import camera_yaw, egocentric_bearing
+from spatial_memory.strict import check_keys, field_names, from_dict
 from spatial_memory.topdown import LEVELS, TopDownFrame
 
 INPUT_GROUPS = ("topdown", "objects", "text")
@@ -156,10 +157,7 @@ class MemoryInputsConfig:
             raise ValueError(f"map_size must be (height, width) of at least 16 pixels, got {self.map_size}")
         if not self.map_extent_m > 0 or int(self.max_objects) < 0:
             raise ValueError("map_extent_m must be > 0 and max_objects >= 0")
-        valid = {f.name for f in fields(MemoryConfig)}
-        unknown = sorted(set(self.memory_overrides or {}) - valid)
-        if unknown:
-            raise ValueError(f"unknown memory_overrides {unknown}; valid: {sorted(valid)}")
+        check_keys(self.memory_overrides or {}, field_names(MemoryConfig), "memory_overrides")
         if self.perception not in PERCEPTION_MEMORY:
             raise ValueError(f"perception must be one of {sorted(PERCEPTION_MEMORY)}, got {self.perception!r}")
         self.memory_config(True)
@@ -179,10 +177,7 @@ class MemoryInputsConfig:
                 f"memory input noise options {sorted(legacy)} were replaced by perception profiles: "
                 "use perception=realistic|harsh (docs/GST.md)"
             )
-        unknown = sorted(set(d) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"unknown memory input option(s) {unknown}; valid: {sorted(f.name for f in fields(cls))}")
-        return cls(**d)
+        return from_dict(cls, d, "memory input")
 
 
 class MemoryInputs:

@@ -5,10 +5,11 @@ degrees ``_deg``); see docs/NAVIGATION.md.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from spatial_memory.queries import OccupancyBands
+from spatial_memory.strict import from_dict
 
 # Hits an obstacle-band voxel needs before the grid takes it for an obstacle, per perception profile
 # (``min_obstacle_hits = 0`` leaves it to the profile): the ``harsh`` depth scatters single-hit voxels
@@ -101,11 +102,7 @@ class NavigatorConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "NavigatorConfig":
-        d = dict(d or {})
-        unknown = sorted(set(d) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"unknown navigator option(s) {unknown}; valid: {sorted(f.name for f in fields(cls))}")
-        return cls(**d)
+        return from_dict(cls, d, "navigator")
 
     def for_perception(self, profile: str) -> "NavigatorConfig":
         """This config with what it leaves to the perception profile filled in (``min_obstacle_hits = 0``:

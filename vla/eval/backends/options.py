@@ -5,8 +5,10 @@ Plain data, no Ray import: the config layer reads the defaults from here (``ray_
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from spatial_memory.strict import from_dict
 
 # driver environment variables the workers get too (rendering, LIBERO's config, the code's path)
 FORWARDED_ENV = ("MUJOCO_GL", "PYOPENGL_PLATFORM", "LIBERO_CONFIG_PATH", "PYTHONPATH", "OMP_NUM_THREADS")
@@ -50,12 +52,7 @@ class RayOptions:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "RayOptions":
-        d = dict(d or {})
-        valid = sorted(f.name for f in fields(cls))
-        unknown = sorted(set(d) - set(valid))
-        if unknown:
-            raise ValueError(f"unknown ray option(s) {unknown}; valid: {valid}")
-        return cls(**d)
+        return from_dict(cls, d, "ray")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
