@@ -29,7 +29,7 @@ from envs.spec import EnvSpec
 
 from ..transforms.memory import MemoryInputs, MemoryInputsConfig, is_mobile_base
 from .navigation import MemoryNavigator, NavigatorConfig
-from .with_memory import WithMemory
+from .with_memory import MemoryAnswers, WithMemory
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,7 @@ class _Navigate:
 
     def __init__(self, navigator: MemoryNavigator, inputs: MemoryInputs) -> None:
         self.navigator, self.inputs = navigator, inputs
+        self.answers = MemoryAnswers(inputs)
         self.mobile_base = True
         self._zero: np.ndarray | None = None
 
@@ -92,7 +93,7 @@ class _Navigate:
         return np.clip(action, self._low, self._high)
 
     def answer(self, question: Any) -> str:
-        return self.inputs.answer(question)
+        return self.answers(question)
 
 
 class MemoryAgent(WithMemory):
