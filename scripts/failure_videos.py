@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from tqdm import tqdm
 
-    from vla.eval.evaluate import EpisodeRunner, EvalSpec
+    from vla.eval.runner import EpisodeRunner, EvalSpec
     from vla.rollout.video import VideoWriter
 
     spec = json.loads((args.run / "run.json").read_text())

@@ -17,8 +17,6 @@ free samples counting against, over the free space, and returns the best local m
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
 import numpy as np
 from scipy import fft as sfft
 from scipy import ndimage
@@ -26,16 +24,14 @@ from scipy.spatial import cKDTree
 
 from .frame import CameraFrame
 from .geometry import camera_yaw, rot_z, wrap_angle
-
-if TYPE_CHECKING:
-    from .localize import LocalizeConfig
+from .localize_config import LocalizeConfig
 
 
 # ================================================================================ the map index
 class MapIndex:
     """Everything :func:`localize` needs from one memory state, built once (see module doc)."""
 
-    def __init__(self, mem, cfg: "LocalizeConfig"):
+    def __init__(self, mem, cfg: LocalizeConfig):
         self.cfg = cfg
         vox = mem.voxels
         self.voxels = vox
@@ -152,7 +148,7 @@ def _tilt_prior(T: np.ndarray) -> tuple[np.ndarray, float]:
     return R, float(np.median(T[:, 2, 3]))
 
 
-def map_index(mem, cfg: "LocalizeConfig") -> MapIndex:
+def map_index(mem, cfg: LocalizeConfig) -> MapIndex:
     """The cached :class:`MapIndex` of ``mem`` (rebuilt when the memory changed or ``cfg`` differs)."""
     reg = mem.registry.a
     key = (
@@ -186,7 +182,7 @@ class Scan:
     want: np.ndarray | None = None  # per point: the category id it should land on; -2 = none
 
 
-def view_scan(frame: CameraFrame, idx: MapIndex, cfg: "LocalizeConfig") -> Scan:
+def view_scan(frame: CameraFrame, idx: MapIndex, cfg: LocalizeConfig) -> Scan:
     H, W = frame.depth.shape
     s = max(1, int(np.ceil(max(H, W) / cfg.scan_pixels)))
     depth = frame.depth[s // 2 :: s, s // 2 :: s].astype(np.float64)
@@ -282,7 +278,7 @@ def _voxel_first(p: np.ndarray, size: float) -> np.ndarray:
     return np.sort(np.unique(key, return_index=True)[1])
 
 
-def geometric_hypotheses(scan: Scan, idx: MapIndex, cfg: "LocalizeConfig") -> list[tuple[float, float, float, float]]:
+def geometric_hypotheses(scan: Scan, idx: MapIndex, cfg: LocalizeConfig) -> list[tuple[float, float, float, float]]:
     """(x, y, yaw, correlation score) local maxima of the correlative search over the free space."""
     if len(scan.pts) < 10:
         return []
@@ -370,7 +366,7 @@ def semantic_targets(scan: Scan, idx: MapIndex) -> None:
         scan.want[scan.inst == iid] = idx.obj_cat_id[objs[0]]
 
 
-def _object_channel(scan: Scan, idx: MapIndex, cfg: "LocalizeConfig"):
+def _object_channel(scan: Scan, idx: MapIndex, cfg: LocalizeConfig):
     """(points, weight, map FFT) of the semantic correlation channel, or (None, 0, None)."""
     matched = matched_objects(scan, idx)
     if not matched:

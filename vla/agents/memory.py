@@ -30,7 +30,7 @@ from spatial_memory.strict import from_dict
 
 from ..transforms.memory import MemoryInputs, MemoryInputsConfig, is_mobile_base
 from .navigation import MemoryNavigator, NavigatorConfig
-from .with_memory import WithMemory
+from .with_memory import MemoryAnswers, WithMemory
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ class _Navigate:
 
     def __init__(self, navigator: MemoryNavigator, inputs: MemoryInputs) -> None:
         self.navigator, self.inputs = navigator, inputs
+        self.answers = MemoryAnswers(inputs)
         self.mobile_base = True
         self._zero: np.ndarray | None = None
 
@@ -93,7 +94,7 @@ class _Navigate:
         return np.clip(action, self._low, self._high)
 
     def answer(self, question: Any) -> str:
-        return self.inputs.answer(question)
+        return self.answers(question)
 
 
 class MemoryAgent(WithMemory):

@@ -88,7 +88,10 @@ class VLAAgent:
         if self.policy.config.inputs.uses_memory or self.options.answers == "memory":
             from vla.transforms.memory import MemoryInputs
 
+            from .with_memory import MemoryAnswers
+
             self.inputs = MemoryInputs(self.policy.config.memory or {}, seed=seed)
+            self.memory_answers = MemoryAnswers(self.inputs)
         self.spec: EnvSpec | None = None
         self._queue: deque = deque()
         self._history: deque = deque()  # ensemble: (step predicted, chunk)
@@ -148,7 +151,7 @@ class VLAAgent:
 
     def answer(self, question: Any) -> str:
         if self.options.answers == "memory":
-            return self.inputs.answer(question)
+            return self.memory_answers(question)
         from vla.data.gst_qa import question_inputs
         from vla.data.stream_memory import StreamMemoryCache, question_entries
 

@@ -6,6 +6,9 @@ observation to the wrapped agent, which may read those entries or ignore them. Q
 answered from the memory (``answers="memory"``) or by the wrapped agent (``answers="agent"``: a
 learned policy that answers from its own model). The wrapper is privileged exactly when the wrapped
 agent is (it only forwards ``bind``), and exposes the live memory for servers and viewers.
+
+:class:`MemoryAnswers` answers GST questions from memory inputs (the answerer of :mod:`vla.gst.answering`,
+with the inputs' perception profile and memory settings); the transform itself answers nothing.
 """
 
 from __future__ import annotations
@@ -21,11 +24,32 @@ from ..transforms.memory import MemoryInputs
 from .base import Seedable, is_privileged
 
 
+class MemoryAnswers:
+    """``answers(question) -> str``: a GST answer from ``inputs``' memory (mid-episode: the live memory;
+    offline: the question's own stream, fused with the same settings)."""
+
+    def __init__(self, inputs: MemoryInputs) -> None:
+        self.inputs = inputs
+        self._answerer = None  # built at the first question: the memory's scale depends on the env's spec
+
+    def __call__(self, question: Any) -> str:
+        from ..gst.answering import AnswererConfig, MemoryAnswerer
+
+        if self._answerer is None:
+            cfg = self.inputs.config
+            tabletop = not self.inputs.mobile_base or cfg.memory == "tabletop"
+            self._answerer = MemoryAnswerer(
+                AnswererConfig(tabletop=tabletop, perception=cfg.perception, overrides=cfg.memory_overrides)
+            )
+        return self._answerer.answer(question, live=self.inputs.memory)
+
+
 class WithMemory:
     def __init__(self, agent: Any, inputs: MemoryInputs, answers: str = "memory") -> None:
         if answers not in ("memory", "agent"):
             raise ValueError(f"answers must be 'memory' or 'agent', got {answers!r}")
         self.agent, self.inputs, self.answers = agent, inputs, answers
+        self.memory_answers = MemoryAnswers(inputs)
         self.name = f"{getattr(agent, 'name', type(agent).__name__)}+memory"
         self.privileged = is_privileged(agent)
 
@@ -47,7 +71,7 @@ class WithMemory:
         return self.agent.act(self.inputs(observation))
 
     def answer(self, question: Any) -> str:
-        return self.inputs.answer(question) if self.answers == "memory" else self.agent.answer(question)
+        return self.memory_answers(question) if self.answers == "memory" else self.agent.answer(question)
 
     @property
     def memory(self):

@@ -8,17 +8,15 @@ the health JSON; ``GET /map.png?session=&level=&width=&height=&frame=`` the sess
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from websockets.datastructures import Headers
 from websockets.http11 import Response
 
 from . import protocol as P
+from .host import HttpHost
 from .mapquery import NotFound
 from .wire import dumps_json
-
-if TYPE_CHECKING:
-    from .server import PolicyServer
 
 PAGE = Path(__file__).with_name("page.html")
 
@@ -40,7 +38,7 @@ def _json(status: int, reason: str, obj: Any) -> Response:
     return _response(status, reason, dumps_json(obj).encode("utf-8") + b"\n", "application/json")
 
 
-async def handle_http(server: "PolicyServer", connection: Any, path: str, query: dict[str, list[str]]) -> Response:
+async def handle_http(server: HttpHost, connection: Any, path: str, query: dict[str, list[str]]) -> Response:
     if path in ("/", "/index.html"):
         return _response(200, "OK", PAGE.read_bytes(), "text/html; charset=utf-8")
     if path == "/healthz":
@@ -54,7 +52,7 @@ async def handle_http(server: "PolicyServer", connection: Any, path: str, query:
                     int(v) if k in ("width", "height") else (v.lower() == "true" if k in ("trajectory", "agent") else v)
                 )
             s = server.query_session(params.pop("session", None))
-            result = await server._loop.run_in_executor(server.pool, server.queries.run, s, "map.topdown", params)
+            result = await server.run_query(s, "map.topdown", params)
         except ValueError as exc:
             return _json(400, "Bad Request", {"error": {"code": P.BAD_REQUEST, "message": str(exc)}})
         except P.RequestError as exc:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import websockets
@@ -36,10 +36,8 @@ import websockets
 from envs.spec import ArraySpec, CameraSpec, EnvSpec
 
 from . import protocol as P
+from .host import OpenpiHost
 from .wire import WireError, pack_openpi
-
-if TYPE_CHECKING:
-    from .server import PolicyServer
 
 log = logging.getLogger("vla.serve")
 
@@ -154,7 +152,7 @@ def _prompt(km: KeyMap, obs: dict[str, Any], env: EnvSpec) -> str:
     return prompt
 
 
-async def serve_connection(server: "PolicyServer", conn: Any) -> None:
+async def serve_connection(server: OpenpiHost, conn: Any) -> None:
     """One openpi client's connection: metadata, then observation -> actions until it closes."""
     env = server.expected_spec
     keymap: KeyMap | None = None
@@ -175,15 +173,15 @@ async def serve_connection(server: "PolicyServer", conn: Any) -> None:
         s = conn.session
         if s is not None and s.state == "active" and s.controller == conn.number:
             try:
-                await server._end_session(s)
+                await server.end_session(s)
             except Exception:  # noqa: BLE001 - closing must not hide what ended the connection
                 log.error("closing openpi session %s failed: %s", s.id, traceback.format_exc())
 
 
-async def _serve(server: "PolicyServer", conn: Any, env: Any, keymap: Any, unusable: str | None) -> None:
+async def _serve(server: OpenpiHost, conn: Any, env: Any, keymap: Any, unusable: str | None) -> None:
     spec, prompt, step, prev_total = None, None, 0, None
     while True:
-        message = await server._receive(conn)
+        message = await server.receive(conn)
         if message is None:
             return
         t_in = conn.t_in = time.perf_counter()

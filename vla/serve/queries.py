@@ -17,16 +17,15 @@ import logging
 import threading
 import traceback
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from spatial_memory.topdown import LEVELS
 
 from . import protocol as P
+from .host import QueryHost
 from .mapquery import QUERY_FIELDS, NotFound, map_frame, objects_table, query, snapshot_npz, topdown_png
 from .sessions import Session
 
-if TYPE_CHECKING:
-    from .server import PolicyServer
 
 log = logging.getLogger("vla.serve")
 _FRAME_PARAMS = ("session", "width", "height", "frame", "extent_m")
@@ -79,7 +78,7 @@ def result_bytes(obj: Any) -> int:
 
 
 class QueryRunner:
-    def __init__(self, server: "PolicyServer", cache_bytes: int = 64 * 2**20) -> None:
+    def __init__(self, server: QueryHost, cache_bytes: int = 64 * 2**20) -> None:
         self.server, self.cache_bytes = server, int(cache_bytes)
         self._lock = threading.Lock()
         self._cache: OrderedDict[tuple, tuple[int, dict[str, Any]]] = OrderedDict()  # key -> (bytes, result)
@@ -191,4 +190,4 @@ class QueryRunner:
             reply = P.error_reply(rid, P.INTERNAL, f"{method}: {type(exc).__name__}: {exc}")
         if not reply["ok"]:
             srv.stats["errors"] += 1
-        return srv._encode(reply, json_mode)
+        return srv.encode(reply, json_mode)

@@ -19,6 +19,9 @@ presents its secret; messages larger than ``max_message_mb`` close the connectio
 messages are decoded off the event loop, each within ``max_objects`` values; only msgpack and
 JSON, never pickle; every malformed request gets an error reply and the connection keeps serving;
 caps on connections (in all and per peer), idle connections and live sessions.
+
+The parts (plain HTTP :mod:`.http`, map queries :mod:`.queries`, openpi's protocol :mod:`.openpi`) see
+the server through the narrow protocols of :mod:`.host`.
 """
 
 from __future__ import annotations
@@ -254,7 +257,7 @@ class PolicyServer:
                 return
             await self._send(conn, {"event": "metadata", "result": self.metadata()}, conn.json)
             while True:
-                message = await self._receive(conn)
+                message = await self.receive(conn)
                 if message is None:
                     break
                 reply = await self._handle(conn, message, isinstance(message, str))
@@ -268,7 +271,7 @@ class PolicyServer:
             self.access.closed(conn.peer)
             self._detach(conn)
 
-    async def _receive(self, conn: _Conn) -> str | bytes | None:
+    async def receive(self, conn: _Conn) -> str | bytes | None:
         """The next message, or ``None`` once a connection that controls no session was idle
         ``idle_timeout_s`` (closed then). A connection controlling a session may pause as long as
         it likes (a simulator between episodes, a robot at rest): sessions are capped by
@@ -297,11 +300,11 @@ class PolicyServer:
     async def _send(self, conn: _Conn, message: Any, json_mode: bool) -> None:
         await conn.ws.send(dumps_json(message) if json_mode else pack(message))
 
-    def _encode(self, message: Any, json_mode: bool) -> str | bytes:
+    def encode(self, message: Any, json_mode: bool) -> str | bytes:
         try:
             return dumps_json(message) if json_mode else pack(message)
         except WireError as exc:
-            return self._encode(P.error_reply(message.get("id"), P.INTERNAL, f"reply not encodable: {exc}"), json_mode)
+            return self.encode(P.error_reply(message.get("id"), P.INTERNAL, f"reply not encodable: {exc}"), json_mode)
 
     async def _handle(self, conn: _Conn, message: str | bytes, json_mode: bool) -> str | bytes | None:
         self.stats["requests"] += 1
@@ -318,7 +321,7 @@ class PolicyServer:
                 return await self._loop.run_in_executor(
                     self.pool, self.queries.answer, s, method, params, rid, json_mode
                 )
-            return self._encode(P.ok_reply(rid, await self._dispatch(conn, method, params, json_mode)), json_mode)
+            return self.encode(P.ok_reply(rid, await self._dispatch(conn, method, params, json_mode)), json_mode)
         except (WireError, P.RequestError, SessionError) as exc:
             code = (
                 exc.code
@@ -362,7 +365,7 @@ class PolicyServer:
     def _error(self, conn: _Conn, rid: Any, code: str, message: str, json_mode: bool) -> str | bytes:
         conn.errors += 1
         self.stats["errors"] += 1
-        return self._encode(P.error_reply(rid, code, message), json_mode)
+        return self.encode(P.error_reply(rid, code, message), json_mode)
 
     # ------------------------------------------------------------------ control methods
     async def _dispatch(self, conn: _Conn, method: str, params: dict[str, Any], json_mode: bool) -> Any:
@@ -386,7 +389,7 @@ class PolicyServer:
         if method == "close":
             P.Params(method, params, ())
             s = self._controlled(conn)
-            await self._end_session(s)
+            await self.end_session(s)
             conn.session = None
             return {"session": s.id, "state": s.state}
         raise P.RequestError(P.UNKNOWN_METHOD, f"unknown method {method!r}")  # pragma: no cover - parse_request
@@ -484,6 +487,10 @@ class PolicyServer:
             raise P.RequestError(P.NO_SESSION, "no session yet: no simulator has reset an episode on this server")
         return s
 
+    async def run_query(self, s: Session, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The result of one ``map.*`` call on session ``s``, computed on a query thread."""
+        return await self._loop.run_in_executor(self.pool, self.queries.run, s, method, params)
+
     def _controlled(self, conn: _Conn) -> Session:
         s = conn.session
         if s is None or s.state != "active" or s.controller != conn.number:
@@ -533,7 +540,7 @@ class PolicyServer:
         timing["handle_ms"] = round((now - conn.t_in) * 1e3, 3)  # and decoding the request
         return result, timing
 
-    async def _end_session(self, s: Session) -> None:
+    async def end_session(self, s: Session) -> None:
         def close() -> Any:
             final, _ = self.snapshots.get(s.id, self.policy.live_memory(s.id))
             self.policy.close(s.id)
@@ -553,7 +560,7 @@ class PolicyServer:
                 if s.state == "detached" and s.detached_at is not None and now - s.detached_at > timeout:
                     log.info("session %s ended: no client came back in %.0f s", s.id, self.cfg.session_timeout_s)
                     try:
-                        await self._end_session(s)
+                        await self.end_session(s)
                     except Exception:  # noqa: BLE001 - a failing close must not stop the reaper
                         log.error("closing session %s failed: %s", s.id, traceback.format_exc())
                         self.queries.drop(s.id)

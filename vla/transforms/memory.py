@@ -25,9 +25,9 @@ centred on the agent, north-up) or ``"ego_up"`` (the same window turned so that 
 points up: what lies ahead is above the agent, left is left -- the frame the actions are in).
 Objects whose category appears in the instruction lead the table (the rest follow, nearest first).
 
-The transform also answers GST questions from its memory (:meth:`answer`) and exposes it live
-(:meth:`live_memory`) for servers and viewers; :class:`~vla.agents.with_memory.WithMemory` wraps any
-agent with it.
+The transform exposes its memory live (:meth:`live_memory`) for servers and viewers;
+:class:`~vla.agents.with_memory.WithMemory` wraps any agent with it, and answers GST questions from that
+memory (:class:`~vla.agents.with_memory.MemoryAnswers`).
 """
 
 from __future__ import annotations
@@ -188,7 +188,6 @@ class MemoryInputs:
         self.seed_value: int | tuple = seed
         self.spec: EnvSpec | None = None
         self.memory: SpatialMemory | None = None
-        self._answerer = None
 
     @property
     def mobile_base(self) -> bool:
@@ -326,20 +325,7 @@ class MemoryInputs:
             table["point"] = self._grid(frame, M, centers[:, :2]).reshape(n, 2)
         return table
 
-    # ------------------------------------------------------------------ answers and live access
-    def answer(self, question: Any) -> str:
-        """A GST answer from this memory (mid-episode: the live memory; offline: the question's stream)."""
-        from vla.gst.answering import AnswererConfig, MemoryAnswerer
-
-        if self._answerer is None:
-            tabletop = not self.mobile_base or self.config.memory == "tabletop"
-            self._answerer = MemoryAnswerer(
-                AnswererConfig(
-                    tabletop=tabletop, perception=self.config.perception, overrides=self.config.memory_overrides
-                )
-            )
-        return self._answerer.answer(question, live=self.memory)
-
+    # ------------------------------------------------------------------ live access
     def live_memory(self) -> SpatialMemory | None:
         return self.memory
 

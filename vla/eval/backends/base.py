@@ -18,7 +18,7 @@ OnResult = Callable[[dict[str, Any]], None]
 def failure_record(spec, job: Episode, seconds: float, error: str, infra: str | None = None) -> dict[str, Any]:
     """The row of an episode whose worker never reported (died, lost, timed out); ``infra``: the kind
     of infrastructure error when it is not a result of the policy (a worker lost on every attempt)."""
-    from ..evaluate import suite_name
+    from ..runner import suite_name
 
     task_id, trial, name = job
     return {

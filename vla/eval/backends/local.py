@@ -31,7 +31,7 @@ def run_local(spec, todo: list[Episode], on_result: OnResult) -> None:
     if not todo:
         return
     if int(spec.workers) == 0:
-        from ..evaluate import EpisodeRunner
+        from ..runner import EpisodeRunner
 
         try:
             runner = EpisodeRunner(spec)
@@ -64,7 +64,7 @@ def _die_with_parent(parent_pid: int | None) -> None:
 def _worker_main(conn, spec, parent_pid: int | None, families: dict[str, str] | None = None) -> None:
     from envs.registry import register
 
-    from ..evaluate import EpisodeRunner
+    from ..runner import EpisodeRunner
 
     _die_with_parent(parent_pid)
     for name, path in (families or {}).items():  # a fork-server worker starts fresh: the parent's families

@@ -100,10 +100,10 @@ def capacity(ray, options: RayOptions, reserved: dict[str, float] | None = None)
 
 # ----------------------------------------------------------------------------- actors
 class EpisodeWorker:
-    """One worker process: an :class:`~vla.eval.evaluate.EpisodeRunner` (agent, subscribers, env)."""
+    """One worker process: an :class:`~vla.eval.runner.EpisodeRunner` (agent, subscribers, env)."""
 
     def __init__(self, spec) -> None:
-        from ..evaluate import EpisodeRunner
+        from ..runner import EpisodeRunner
 
         self.runner = EpisodeRunner(spec)
 
