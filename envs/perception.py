@@ -3,9 +3,9 @@ pure geometry: :mod:`spatial_memory.perception`).
 
 Two things need env knowledge and live here:
 
-* which categories a detector confuses (:func:`categories`): similar classes of the apartments'
-  catalog (a sofa and an armchair, a mug and a toothbrush cup, ...) and the label set false positives
-  are drawn from;
+* which categories a detector confuses (:func:`categories`): a capability of the env family
+  (:class:`~envs.registry.HasCategories`; the apartments' similar classes -- a sofa and an armchair, a
+  mug and a toothbrush cup, ... -- and the label set false positives are drawn from);
 * what an observation is (:class:`RobotSensors`): every camera frame of an :class:`Observation`
   passes the profile's detector and depth models; on a mobile base (state ``x_m, y_m, yaw_rad``),
   the odometry model drifts every camera pose and the state together, as one robot's dead reckoning
@@ -24,41 +24,29 @@ import numpy as np
 
 from spatial_memory.geometry import wrap_angle
 from spatial_memory.perception import CategoryModel, PerceptionProfile, PerceptionStream
-from spatial_memory.perception import profile as make_profile
+from spatial_memory.profiles import profile as make_profile
 
 from .observation import Observation
 from .spec import EnvSpec
 
 ODOMETRY_STATE = ("x_m", "y_m", "yaw_rad")
 
-# classes a detector may take for one another (appearance and size alike)
-# fmt: off
-HOUSE_CONFUSABLE: list[tuple[str, ...]] = [
-    ("sofa", "armchair"), ("chair", "office_chair"), ("coffee_table", "dining_table", "desk"),
-    ("dresser", "sideboard", "nightstand", "filing_cabinet", "tv_stand"), ("wardrobe", "bookshelf"),
-    ("kitchen_counter", "sink_cabinet"), ("stove", "washing_machine"), ("floor_lamp", "table_lamp"),
-    ("plant", "potted_cactus"), ("mug", "toothbrush_cup", "pen_holder", "candle"),
-    ("bowl", "fruit_bowl", "basket"), ("plate", "frying_pan"), ("kettle", "moka_pot"),
-    ("wine_bottle", "shampoo_bottle", "soap_dispenser", "vase"), ("book", "board_game", "jewelry_box", "tissue_box"),
-    ("laptop", "monitor"), ("tray", "cutting_board"), ("speaker", "printer"), ("towel", "teddy_bear"),
-    ("trophy", "globe"), ("alarm_clock", "picture_frame"),
-]
-# fmt: on
-
 
 def categories(family: str) -> CategoryModel:
-    """The category model of an env family's detector (empty for families without a table)."""
-    if family == "house":
-        from .house.catalog import all_categories
+    """The category model of an env family's detector: the family's own (:class:`~envs.registry.HasCategories`),
+    else empty (nothing confused, no false-positive labels)."""
+    from .registry import HasCategories, family as get_family, names
 
-        return CategoryModel.from_groups(HOUSE_CONFUSABLE, tuple(all_categories()))
-    return CategoryModel()
+    if family not in names():
+        return CategoryModel()
+    fam = get_family(family)
+    return fam.categories() if isinstance(fam, HasCategories) else CategoryModel()
 
 
 @dataclass(frozen=True)
 class PerceptionConfig:
     """The ``perception`` config group (``perception=gt|realistic|harsh``): a named profile of
-    :data:`spatial_memory.perception.PROFILES`, the noise's seed, and ``overrides``
+    :data:`spatial_memory.profiles.PROFILES`, the noise's seed, and ``overrides``
     (``{detector|depth|odometry: {field: value}}``) on top of the named profile's numbers."""
 
     name: str = "gt"

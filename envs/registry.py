@@ -49,6 +49,15 @@ class HasProtocolTrials(Protocol):
     def protocol_trials(self, cfg: dict[str, Any]) -> int: ...
 
 
+@runtime_checkable
+class HasCategories(Protocol):
+    """A family that knows its object categories: ``categories()`` is the
+    :class:`~spatial_memory.perception.CategoryModel` a perception profile's detector draws confusions and
+    false-positive labels from (families without one get an empty model)."""
+
+    def categories(self) -> Any: ...
+
+
 # name -> "module:attribute" of an EnvFamily factory (imported on first use)
 _LAZY: dict[str, str] = {
     "libero": "envs.libero.family:LiberoFamily",

@@ -86,8 +86,7 @@ def bench_perception(n: int, voxel: float, with_open3d: bool) -> dict:
     settings of that profile (detector mode, drift correction), and Open3D's ScalableTSDFVolume on the very
     same (noisy) frames in the same run. The sensor simulation itself is not timed."""
     from envs.perception import categories
-    from spatial_memory.perception import PROFILES
-    from vla.transforms.memory import memory_config_for
+    from spatial_memory.profiles import PROFILES, memory_config_for
 
     _, frames = render(n, 256)
     out: dict = {}
@@ -117,8 +116,7 @@ def bench_stages(n: int, voxel: float) -> dict:
     """CPU time per frame of each stage of ``integrate`` (256x256, the memory settings of each profile):
     the memory's own steps are wrapped with a timer on the instance (nothing else changes)."""
     from envs.perception import categories
-    from spatial_memory.perception import PROFILES
-    from vla.transforms.memory import memory_config_for
+    from spatial_memory.profiles import PROFILES, memory_config_for
 
     _, frames = render(n, 256)
     out: dict = {}
@@ -315,7 +313,8 @@ def main() -> None:
         return
 
     if args.noise:
-        from spatial_memory.noise import sweep
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from noise_sweep import sweep
 
         rows = sweep(
             n_frames=28 if args.quick else 56, size=64 if args.quick else 96, seeds=(0,) if args.quick else (0, 1, 2)

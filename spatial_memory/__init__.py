@@ -7,9 +7,10 @@ Pure geometry: numpy and numba, nothing from a simulator or a model. Modules, on
 ``draw`` (map drawing shared with the environments), ``pose`` (what a camera pose answers),
 ``lattice`` (world xy <-> 2D grid cells), ``queries`` (occupancy and category lookups for planners),
 ``localize`` (pose of a view that comes without one), ``register`` (the memory's map against a given
-top-down image), ``serialization`` (file format), ``synthetic`` (box scenes and a ray caster), ``noise``
-(perception-noise harness). Beside the geometry, at the bottom of the layout so that every package
-can use it: ``strict`` (config dataclasses from plain data, unknown keys refused).
+top-down image), ``serialization`` (file format), ``synthetic`` (box scenes and a ray caster),
+``perception`` (the sensor models of a perception profile), ``profiles`` (the profiles whole: sensors,
+memory and localisation settings). Beside the geometry, at the bottom of the layout so that every
+package can use it: ``strict`` (config dataclasses from plain data, unknown keys refused).
 """
 
 from .draw import box_footprint, compose_level, draw_arrow, draw_disk, draw_polyline, polygon_mask

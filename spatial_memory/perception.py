@@ -18,9 +18,8 @@ that. A :class:`PerceptionProfile` turns the simulator's frames into what a robo
 * **odometry** (:class:`OdometryModel`): every frame-to-frame motion is measured with noise in the
   robot's own frame (dead reckoning), so the error accumulates and a heading error bends the path.
 
-Three profiles (:data:`PROFILES`): ``gt`` (the simulator's exact perception, unchanged), ``realistic``
-(a good RGB-D camera, a decent instance segmenter, wheel odometry) and ``harsh`` (a poor stereo camera,
-a weak detector, poor odometry). Their numbers are in docs/GST.md. Everything is seeded: the same
+The named profiles (``gt``, ``realistic``, ``harsh``) live whole in :mod:`.profiles`: each one's sensor
+models and the memory and localisation settings for its sensors. Everything is seeded: the same
 profile, seed and stream key corrupt the same frames identically, whatever else runs.
 
 The models read the simulator's truth (stable instance ids, exact depth and poses) to corrupt it;
@@ -28,7 +27,7 @@ nothing they produce carries that truth forward (a test checks that no id surviv
 Category similarity is scene knowledge: the caller passes a :class:`CategoryModel` (``envs`` holds
 the tables per env family).
 
-    profile = PROFILES["realistic"]
+    profile = PROFILES["realistic"]             # spatial_memory.profiles
     stream = profile.stream(("house/val/800001", "stream"), categories)
     noisy = [stream(f) for f in frames]          # one episode: the drift accumulates
     view = profile.view(frame, ("house/val/800001", "view", 3), categories)   # a single view, no odometry
@@ -424,96 +423,3 @@ def corrupt_depth(depth: np.ndarray, m: DepthModel, rng: np.random.Generator) ->
         bad |= rng.random(d.shape) < m.dropout
     bad |= (z <= 0.05) | (z > m.max_range)
     return np.where(bad, 0.0, z).astype(np.float32)
-
-
-# ---------------------------------------------------------------------------------------- profiles
-PROFILES: dict[str, PerceptionProfile] = {
-    "gt": PerceptionProfile("gt"),
-    # a good RGB-D camera (about 2 % of range at 3 m), a decent instance segmenter, wheel odometry
-    # (the drift of the former "noise 1" level: 2 mm and 0.05 degrees per frame, plus 0.5 % slip)
-    "realistic": PerceptionProfile(
-        "realistic",
-        detector=DetectorModel(
-            frame_local_ids=True,
-            miss_rate=0.1,
-            small_pixels=300,
-            hard_fraction=0.05,
-            hard_miss=0.6,
-            false_positives=0.3,
-            confusion=0.08,
-            sticky_fraction=0.05,
-            sticky_rate=0.4,
-            mask_px=2,
-            mask_jitter=0.2,
-        ),
-        depth=DepthModel(
-            sigma_const=0.002,
-            sigma_quad=0.005,
-            correlated=0.5,
-            corr_px=6.0,
-            dropout=0.02,
-            edge_rel=0.05,
-            edge_px=1,
-            max_range=8.0,
-        ),
-        odometry=OdometryModel(sigma_xy_m=0.002, sigma_yaw_deg=0.05, scale_xy=0.005, scale_yaw=0.002),
-    ),
-    # a poor stereo camera, a weak detector, poor odometry (the former "noise 3" drift: 1 cm and 0.25
-    # degrees per frame, plus 2 % slip)
-    "harsh": PerceptionProfile(
-        "harsh",
-        detector=DetectorModel(
-            frame_local_ids=True,
-            miss_rate=0.25,
-            small_pixels=500,
-            hard_fraction=0.1,
-            hard_miss=0.8,
-            false_positives=1.0,
-            confusion=0.2,
-            sticky_fraction=0.1,
-            sticky_rate=0.5,
-            mask_px=4,
-            mask_jitter=0.3,
-        ),
-        depth=DepthModel(
-            sigma_const=0.005,
-            sigma_quad=0.012,
-            correlated=0.6,
-            corr_px=8.0,
-            dropout=0.05,
-            edge_rel=0.04,
-            edge_px=2,
-            max_range=6.0,
-        ),
-        odometry=OdometryModel(sigma_xy_m=0.01, sigma_yaw_deg=0.25, scale_xy=0.02, scale_yaw=0.01),
-    ),
-}
-
-
-def profile(name_or_cfg: str | dict | PerceptionProfile | None) -> PerceptionProfile:
-    """A profile by name (``gt``, ``realistic``, ``harsh``), from a config dict (``{"name": ...,
-    "seed": ..., "overrides": {"depth": {...}}}`` or a full profile dict), or as given."""
-    if name_or_cfg is None:
-        return PROFILES["gt"]
-    if isinstance(name_or_cfg, PerceptionProfile):
-        return name_or_cfg
-    if isinstance(name_or_cfg, str):
-        if name_or_cfg not in PROFILES:
-            raise ValueError(f"unknown perception profile {name_or_cfg!r}; choose from {sorted(PROFILES)}")
-        return PROFILES[name_or_cfg]
-    cfg = dict(name_or_cfg)
-    name = cfg.get("name", "gt")
-    overrides = cfg.pop("overrides", None) or {}
-    seed = int(cfg.pop("seed", 0))
-    if set(cfg) - {"name"}:  # a full profile
-        return PerceptionProfile.from_dict({**cfg, "seed": seed})
-    base = profile(name).to_dict()
-    for part, vals in overrides.items():
-        if part not in ("detector", "depth", "odometry"):
-            raise ValueError(f"perception overrides: unknown part {part!r} (detector, depth, odometry)")
-        if vals is None:
-            base[part] = None
-        else:
-            base[part] = {**(base[part] or {}), **vals}
-    base["seed"] = seed
-    return PerceptionProfile.from_dict(base)

@@ -1,5 +1,5 @@
 """Synthetic scenes of boxes and a pinhole ray caster, in numpy: ground truth for tests, benchmarks
-and the perception-noise harness, with no simulator.
+and the synthetic noise sweep (``scripts/noise_sweep.py``), with no simulator.
 
 A scene is a list of gravity-aligned boxes (walls, floor, ceiling and objects). ``render`` casts one
 ray per pixel (OpenCV camera, pixel centres at integers) and returns a :class:`CameraFrame` with

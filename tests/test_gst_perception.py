@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from spatial_memory.frame import CameraFrame
-from spatial_memory.perception import PROFILES
+from spatial_memory.profiles import PROFILES
 from vla.gst.answering import AnswererConfig, MemoryAnswerer
 from vla.gst.question import load_questions
 from vla.gst.sensors import AgentSensors, sensors_for

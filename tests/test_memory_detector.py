@@ -11,7 +11,8 @@ import pytest
 from spatial_memory import MemoryConfig, SpatialMemory
 from spatial_memory.drift import DriftConfig
 from spatial_memory.geometry import camera_yaw, pose_from_xy_yaw, wrap_deg
-from spatial_memory.perception import PROFILES, CategoryModel, OdometryModel, PerceptionProfile
+from spatial_memory.perception import CategoryModel, OdometryModel, PerceptionProfile
+from spatial_memory.profiles import PROFILES
 from spatial_memory.synthetic import apartment_scene, default_camera
 
 ODOM = OdometryModel(sigma_xy_m=0.01, sigma_yaw_deg=0.3, scale_xy=0.02, scale_yaw=0.01)

@@ -1,11 +1,17 @@
-"""The perception-noise harness: answers degrade gracefully with depth noise and odometry drift."""
+"""The synthetic noise sweep (scripts/noise_sweep.py): answers degrade gracefully with depth noise and
+odometry drift."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from spatial_memory.noise import NoiseModel, angle_macc, evaluate, mra, render_tour
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+from noise_sweep import NoiseModel, angle_macc, evaluate, mra, render_tour  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -9,15 +9,14 @@ import pytest
 from spatial_memory.frame import CameraFrame
 from spatial_memory.geometry import camera_yaw, pose_from_xy_yaw
 from spatial_memory.perception import (
-    PROFILES,
     CategoryModel,
     DepthModel,
     DetectorModel,
     OdometryModel,
     PerceptionProfile,
     corrupt_depth,
-    profile,
 )
+from spatial_memory.profiles import PROFILES, profile
 from spatial_memory.synthetic import apartment_scene, apartment_tour, default_camera
 
 CATS = CategoryModel.from_groups([("sofa", "armchair"), ("mug", "cup")], ("vase", "book"))

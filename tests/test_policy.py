@@ -143,6 +143,31 @@ def test_the_house_policies_take_the_action_dimension_from_the_data(policy):
         resolve_action_dim(_configs()[1], {"a": four, **_stats()})
 
 
+def test_the_policy_owns_its_memory_inputs(tmp_path):
+    """policy=house_memory as vla-train settles it: the map at the model's image size when inputs.image_size
+    is 0 (the default; a (0, 0) map was refused before), saved typed with the policy and rebuilt from the
+    directory alone, the same in every place that runs it; a policy without memory inputs has none."""
+    from vla.policy import memory_inputs, read_policy_config
+    from vla.policy.config import POLICY_FILE
+    from vla.transforms.memory import MemoryInputsConfig
+
+    cfg = compose("train", ["model=tiny_qwen2_5_vl", "policy=house_memory"])
+    pcfg = PolicyConfig.from_dict(cfg["policy"])
+    assert pcfg.inputs.image_size == 0 and pcfg.memory is None
+    settled = pcfg.with_memory(None, ModelConfig.from_dict(cfg["model"]).image_size)
+    assert settled.memory == MemoryInputsConfig(inputs=("topdown", "objects", "text"), map_size=(112, 112))
+    assert pcfg.with_memory({"map_size": [64, 64]}, 112).memory.map_size == (64, 64)  # data.memory wins
+    (tmp_path / POLICY_FILE).write_text(json.dumps({"policy": settled.to_dict()}))
+    assert read_policy_config(tmp_path) == settled
+    inputs = memory_inputs(tmp_path, seed=3)
+    assert inputs.config == settled.memory and inputs.seed_value == 3
+    assert memory_inputs(_configs()[1]) is None
+    assert memory_inputs(_configs()[1], always=True).config == MemoryInputsConfig()  # to answer from a memory
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="vla_policy.json is missing"):
+        read_policy_config(tmp_path / "empty")
+
+
 def test_qwen3_vl_and_added_token_placement():
     mcfg, pcfg = _configs("tiny_qwen3_vl", placement="added_tokens")
     p = build_policy(mcfg, pcfg, _stats())

@@ -543,3 +543,18 @@ WALL_COLOURS: tuple[RGBA, ...] = ((0.93, 0.91, 0.86, 1), (0.9, 0.92, 0.93, 1), (
 
 def all_categories() -> list[str]:
     return sorted(set(FURNITURE) | set(OBJECTS))
+
+
+# classes a detector may take for one another (appearance and size alike)
+# fmt: off
+HOUSE_CONFUSABLE: list[tuple[str, ...]] = [
+    ("sofa", "armchair"), ("chair", "office_chair"), ("coffee_table", "dining_table", "desk"),
+    ("dresser", "sideboard", "nightstand", "filing_cabinet", "tv_stand"), ("wardrobe", "bookshelf"),
+    ("kitchen_counter", "sink_cabinet"), ("stove", "washing_machine"), ("floor_lamp", "table_lamp"),
+    ("plant", "potted_cactus"), ("mug", "toothbrush_cup", "pen_holder", "candle"),
+    ("bowl", "fruit_bowl", "basket"), ("plate", "frying_pan"), ("kettle", "moka_pot"),
+    ("wine_bottle", "shampoo_bottle", "soap_dispenser", "vase"), ("book", "board_game", "jewelry_box", "tissue_box"),
+    ("laptop", "monitor"), ("tray", "cutting_board"), ("speaker", "printer"), ("towel", "teddy_bear"),
+    ("trophy", "globe"), ("alarm_clock", "picture_frame"),
+]
+# fmt: on

@@ -23,6 +23,14 @@ INSTRUCTION = "go to the named object (the target is set per trial; read obs.ins
 class HouseFamily:
     name = "house"
 
+    def categories(self):
+        """What a detector in the apartments confuses (similar classes of the catalog) and may hallucinate."""
+        from spatial_memory.perception import CategoryModel
+
+        from .catalog import HOUSE_CONFUSABLE, all_categories
+
+        return CategoryModel.from_groups(HOUSE_CONFUSABLE, tuple(all_categories()))
+
     def tasks(self, cfg: dict[str, Any]) -> list[TaskInfo]:
         c = HouseConfig.from_dict(cfg)
         return [

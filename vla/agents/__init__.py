@@ -25,7 +25,7 @@ _AGENTS = {
     "memory": "vla.agents.memory:MemoryAgent",
     "remote": "vla.agents.remote:RemoteAgent",
     "openpi": "vla.agents.openpi:OpenpiAgent",
-    "vla": "vla.agents.vla:VLAAgent",
+    "vla": "vla.agents.vla:make_vla_agent",
     "dagger": "vla.agents.dagger:DAggerAgent",
 }
 

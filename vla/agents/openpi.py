@@ -17,7 +17,6 @@ frame) fails the episode with the server's text. GST questions are not sent over
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +25,8 @@ import numpy as np
 from envs.observation import Observation
 from envs.spec import EnvSpec
 from spatial_memory.strict import from_dict
+
+from .chunks import ChunkBroker
 
 
 def resize_with_pad(img: np.ndarray, size: int) -> np.ndarray:
@@ -74,7 +75,7 @@ class OpenpiAgent:
         self.replan_steps, self.image_size, self.timeout_s = int(o.replan_steps), int(o.image_size), float(o.timeout_s)
         self._ws = None
         self._keymap = None
-        self._queue: deque[np.ndarray] = deque()
+        self._chunks = ChunkBroker(replan=self.replan_steps)
         self.metadata: dict[str, Any] = {}
         self.last_timing: dict[str, float] | None = None
 
@@ -98,7 +99,7 @@ class OpenpiAgent:
     def reset(self, instruction: str, spec: EnvSpec) -> None:
         from vla.serve.openpi import KeyMap
 
-        self._queue.clear()
+        self._chunks.reset()
         self._keymap = KeyMap.for_env(spec.family, self.keys)
         self._close_ws()  # a fresh connection per episode: the server's per-connection state starts anew
         self._connect()
@@ -119,8 +120,9 @@ class OpenpiAgent:
         return actions.reshape(1, -1) if actions.ndim == 1 else actions
 
     def act(self, observation: Observation) -> np.ndarray:
-        if self._queue:
-            return self._queue.popleft()
+        return self._chunks(lambda: self._predict(observation))
+
+    def _predict(self, observation: Observation) -> np.ndarray:
         if self._keymap is None or self._ws is None:
             raise RuntimeError("agent=openpi: call reset() before act()")
         obs = self._keymap.openpi_observation(observation.to_dict())
@@ -128,10 +130,7 @@ class OpenpiAgent:
             for k, v in obs.items():
                 if isinstance(v, np.ndarray) and v.ndim == 3 and v.shape[2] == 3 and v.dtype == np.uint8:
                     obs[k] = resize_with_pad(v, self.image_size)
-        chunk = self._request(obs)
-        n = len(chunk) if self.replan_steps == 0 else min(self.replan_steps, len(chunk))
-        self._queue.extend(chunk[1:n])
-        return chunk[0]
+        return self._request(obs)
 
     def answer(self, question: Any) -> str:
         raise NotImplementedError("agent=openpi forwards actions only: openpi's protocol carries no questions")

@@ -20,7 +20,6 @@ evaluator's per-episode seeds travel with
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +30,7 @@ from envs.spec import EnvSpec
 from spatial_memory.strict import from_dict
 
 from .base import AgentSessionLost, AgentUnavailable
+from .chunks import ChunkBroker
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class RemoteAgent:
         self.timeout_s, self.reconnect_timeout_s = float(o.timeout_s), float(o.reconnect_timeout_s)
         self._seed: Any = seed
         self._client = None
-        self._queue: deque[np.ndarray] = deque()
+        self._chunks = ChunkBroker()  # a served chunk (T, dim) is played out before the next call
         self.last_timing: dict[str, float] | None = None
 
     @property
@@ -96,23 +96,20 @@ class RemoteAgent:
         self._seed = seed
 
     def reset(self, instruction: str, spec: EnvSpec) -> None:
-        self._queue.clear()
+        self._chunks.reset()
         seed = self._seed
         seed = [int(s) for s in seed] if isinstance(seed, (tuple, list)) else (None if seed is None else int(seed))
         client = self.client
         self._reach("reset", lambda: client.reset(instruction, spec, seed=seed))
 
     def act(self, observation: Observation) -> np.ndarray:
-        if self._queue:
-            return self._queue.popleft()
+        return self._chunks(lambda: self._predict(observation))
+
+    def _predict(self, observation: Observation) -> np.ndarray:
         client, obs = self.client, observation.to_dict()
         r = self._reach("infer", lambda: client.infer(obs))
         self.last_timing = r.server_timing
-        a = np.asarray(r.action, dtype=np.float64)
-        if a.ndim == 2:
-            self._queue.extend(a[1:])
-            return a[0]
-        return a
+        return np.asarray(r.action, dtype=np.float64)
 
     def answer(self, question: Any) -> str:
         raise NotImplementedError(

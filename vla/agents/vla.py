@@ -1,13 +1,15 @@
 """``agent=vla``: the learned policy in closed loop (``agent.checkpoint=DIR``, any directory ``load_policy`` reads).
 
 Every step the observation goes through the policy's own input transforms (the very chain it was
-trained with, saved in the checkpoint), with the memory inputs when the policy reads them (its
-``MemoryInputs`` config is saved too); decoding is constrained to the 256 action ids, so every action
-decodes to a bin centre, is un-normalised with the checkpoint's statistics and clipped to the env's
-bounds: always finite, always valid. With chunks (``policy.chunk = K``) the agent queues K actions
-and re-plans when the queue runs out (or after ``replan`` actions); ``ensemble > 0`` re-plans every
-step and blends the overlapping predictions of the last K chunks with ACT's exponential weights
-``w_i = exp(-ensemble * i)`` (``i = 0`` the oldest prediction).
+trained with, saved in the checkpoint), with the memory inputs when the policy reads them (the policy
+builds them itself: :func:`vla.policy.memory_inputs`); decoding is constrained to the 256 action ids,
+so every action decodes to a bin centre, is un-normalised with the checkpoint's statistics and clipped
+to the env's bounds: always finite, always valid. With chunks (``policy.chunk = K``) the agent plays
+each chunk through the chunk broker (:mod:`.chunks`): to its end, or its first ``replan`` actions;
+``ensemble > 0`` re-plans every step and blends the overlapping predictions of the last K chunks with
+ACT's exponential weights ``w_i = exp(-ensemble * i)`` (``i = 0`` the oldest prediction).
+:func:`make_vla_agent` (the registry's ``agent=vla``) loads the checkpoint once and returns a
+:class:`VLAMemoryAgent` (live map for servers and videos) when the policy reads the memory.
 
 ``answer(question)`` asks the same model (``answers=model``; with its memory inputs when it was
 trained with them) or the spatial memory (``answers=memory``). Offline, a memory-reading policy
@@ -17,7 +19,6 @@ under ``memory_cache`` when given, shared with training's cache and across evalu
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,8 @@ import numpy as np
 from envs.observation import Observation
 from envs.spec import EnvSpec
 from spatial_memory.strict import from_dict
+
+from .chunks import ChunkBroker
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,10 @@ class VLAAgentOptions:
     max_video_frames: int = 8  # video frames shown with a question when the policy reads no memory (as in training)
     memory_cache: str | None = None  # offline GST answers: a directory keeping each question stream's fused memory
 
+    @classmethod
+    def parse(cls, options: dict[str, Any]) -> "VLAAgentOptions":
+        return from_dict(cls, options, "vla agent")
+
     def __post_init__(self) -> None:
         if not self.checkpoint:
             raise ValueError("agent=vla needs agent.checkpoint=DIR (an exported policy or a vla-train checkpoint)")
@@ -51,51 +58,45 @@ class VLAAgentOptions:
             raise ValueError("agent.replan and agent.ensemble must be >= 0")
 
 
-def _reads_memory(checkpoint: str | None) -> bool:
-    import json
-    from pathlib import Path
+def make_vla_agent(seed: int = 0, **options: Any) -> "VLAAgent":
+    """``agent=vla``: the checkpoint loaded once; a policy that reads the memory (or answers from it) is
+    a :class:`VLAMemoryAgent` (it has a live map for servers and videos), any other a :class:`VLAAgent`."""
+    opts = VLAAgentOptions.parse(options)
+    policy = _load(opts)
+    reads = policy.config.inputs.uses_memory or opts.answers == "memory"
+    return (VLAMemoryAgent if reads else VLAAgent)(seed, _policy=policy, **options)
 
-    try:
-        meta = json.loads((Path(checkpoint) / "vla_policy.json").read_text())
-        inputs = meta["policy"]["inputs"]
-        return bool(inputs.get("memory_map") or inputs.get("memory_text"))
-    except (OSError, ValueError, KeyError, TypeError):
-        return False  # load_policy will say what is wrong with the directory
+
+def _load(opts: VLAAgentOptions):
+    import torch
+
+    from vla.policy import load_policy
+
+    device = opts.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    policy = load_policy(opts.checkpoint, device)  # errors surface here, never mid-episode
+    policy.eval()
+    return policy
 
 
 class VLAAgent:
     name = "vla"
     privileged = False
 
-    def __new__(cls, seed: int = 0, **options: Any):
-        # a policy that reads the memory (or answers from it) is a VLAMemoryAgent: it has a live map
-        if cls is VLAAgent and (options.get("answers") == "memory" or _reads_memory(options.get("checkpoint"))):
-            cls = VLAMemoryAgent
-        return super().__new__(cls)
+    def __init__(self, seed: int = 0, _policy: Any = None, **options: Any) -> None:
+        self.options = VLAAgentOptions.parse(options)
+        self.policy = _policy if _policy is not None else _load(self.options)
+        from vla.policy import memory_inputs
 
-    def __init__(self, seed: int = 0, **options: Any) -> None:
-        self.options = from_dict(VLAAgentOptions, options, "vla agent")
-        import torch
-
-        from vla.policy import load_policy
-
-        device = self.options.device
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.policy = load_policy(self.options.checkpoint, device)  # errors surface here, never mid-episode
-        self.policy.eval()
-        self.inputs = None
-        if self.policy.config.inputs.uses_memory or self.options.answers == "memory":
-            from vla.transforms.memory import MemoryInputs
-
+        # the very memory inputs the policy was trained with (or the defaults, to answer from a memory)
+        self.inputs = memory_inputs(self.policy, seed=seed, always=self.options.answers == "memory")
+        if self.inputs is not None:
             from .with_memory import MemoryAnswers
 
-            self.inputs = MemoryInputs(self.policy.config.memory or {}, seed=seed)
             self.memory_answers = MemoryAnswers(self.inputs)
         self.spec: EnvSpec | None = None
-        self._queue: deque = deque()
-        self._history: deque = deque()  # ensemble: (step predicted, chunk)
-        self._t = 0
+        self._chunks = ChunkBroker(self.options.replan, self.options.ensemble)
         self._streams = None  # offline GST answers: the fused streams of the last few questions
 
     # ------------------------------------------------------------------ protocol
@@ -118,9 +119,7 @@ class VLAAgent:
             )
         self.spec = spec
         self._low, self._high = np.asarray(spec.action.low), np.asarray(spec.action.high)
-        self._queue.clear()
-        self._history.clear()
-        self._t = 0
+        self._chunks.reset()
         if self.inputs is not None:
             self.inputs.reset(spec)
 
@@ -132,20 +131,7 @@ class VLAAgent:
             raise RuntimeError("VLAAgent.act before reset(instruction, spec)")
         if self.inputs is not None:
             observation = self.inputs(observation)
-        K = self.policy.config.chunk
-        if self.options.ensemble > 0:
-            self._history.append((self._t, self._predict(observation)))
-            while self._history and self._t - self._history[0][0] >= K:
-                self._history.popleft()
-            preds = np.stack([chunk[self._t - t0] for t0, chunk in self._history])  # oldest first
-            w = np.exp(-self.options.ensemble * np.arange(len(preds)))
-            action = (w[:, None] * preds).sum(0) / w.sum()
-        else:
-            limit = self.options.replan or K
-            if not self._queue or (K - len(self._queue)) >= limit:
-                self._queue = deque(self._predict(observation)[: max(1, limit)])
-            action = self._queue.popleft()
-        self._t += 1
+        action = self._chunks(lambda: self._predict(observation))
         action = np.nan_to_num(np.asarray(action, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
         return np.clip(action, self._low, self._high)
 
@@ -166,7 +152,7 @@ class VLAAgent:
                 entries = question_entries(question, self.inputs)
             else:
                 if self._streams is None:
-                    self._streams = StreamMemoryCache(self.policy.config.memory or {}, self.options.memory_cache)
+                    self._streams = StreamMemoryCache(self.inputs.config, self.options.memory_cache)
                 entries = self._streams.question_entries(question)
         images, prompt = question_inputs(question, memory, self.options.max_video_frames, entries)
         mi = self.policy.transform.question(images, prompt)

@@ -31,7 +31,6 @@ import re
 import sys
 import time
 import zlib
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -46,15 +45,12 @@ from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 
 from .handles import HandlePool, open_hdf5
 from .layout import ORIENTATIONS, EpisodeRef, reorient, reorient_K
+from .memory_entries import entry_kind, scalar
 
 CACHE_FORMAT = 2  # 2: named objects lead the table (the instruction is passed)
 _BLOCK = 32  # frames read from the demonstration file at a time
 _COMPRESS_BYTES = 4096
 _STR = h5py.string_dtype("utf-8")
-
-
-def _config_json(config: MemoryInputsConfig) -> str:
-    return json.dumps(asdict(config), sort_keys=True, default=list)
 
 
 class MemoryCache:
@@ -67,7 +63,7 @@ class MemoryCache:
         max_open: int = 64,
     ) -> None:
         self.root = Path(root)
-        self.config = config if isinstance(config, MemoryInputsConfig) else MemoryInputsConfig.from_dict(config)
+        self.config = MemoryInputsConfig.from_any(config)
         if compression not in ("lzf", "gzip"):
             raise ValueError(f"MemoryCache compression must be 'lzf' or 'gzip', got {compression!r}")
         self.compression = compression
@@ -118,7 +114,7 @@ class MemoryCache:
             blob = json.dumps(
                 {
                     "format": CACHE_FORMAT,
-                    "config": _config_json(self.config),
+                    "config": self.config.to_json(),
                     "file": ref.path,
                     "size": st.st_size,
                     "mtime_ns": st.st_mtime_ns,
@@ -166,10 +162,8 @@ class MemoryCache:
             if kind == "array":
                 v = ds[offsets[k][t] : offsets[k][t + 1]]
                 out[k] = np.array([s.decode() for s in v], dtype=np.str_) if k in unicode else v
-            elif kind == "str":
-                out[k] = ds[t].decode()
             else:
-                out[k] = ds[t].item()
+                out[k] = scalar(kind, ds[t])
         return out
 
     # ------------------------------------------------------------------ building
@@ -199,7 +193,7 @@ class MemoryCache:
                 out.attrs.update(
                     format=CACHE_FORMAT,
                     key=self.key(ref),
-                    config=_config_json(self.config),
+                    config=self.config.to_json(),
                     source=ref.path,
                     group=ref.group,
                     episode=ref.id,
@@ -301,22 +295,8 @@ class _EntryWriter:
         self._buffer: dict[str, list[Any]] = {}
         self._written = 0  # steps flushed
 
-    @staticmethod
-    def kind(value: Any) -> str:
-        if isinstance(value, np.ndarray) and value.ndim >= 1:
-            return "array"
-        if isinstance(value, str):
-            return "str"
-        if isinstance(value, (bool, np.bool_)):
-            return "bool"
-        if isinstance(value, (int, np.integer)):
-            return "int"
-        if isinstance(value, (float, np.floating)):
-            return "float"
-        raise ValueError(f"cannot cache a memory entry of type {type(value).__name__}")
-
     def _create(self, k: str, value: Any) -> None:
-        kind = self.kind(value)
+        kind = entry_kind(k, value)
         self.kinds[k] = kind
         if kind == "array":
             unicode = value.dtype.kind == "U"

@@ -40,7 +40,7 @@ from vla.gst.question import PUBLIC_META, MediaRef, Question, content_token
 from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 
 from .layout import house_spec, implied_spec
-from .memory_cache import _config_json
+from .memory_entries import entry_kind, scalar
 
 FORMAT = 1
 _KINDS = "__kinds__"
@@ -56,7 +56,7 @@ def stream_key_of(q: Question) -> str:
 
 def fused_stream(q: Question, memory: MemoryInputsConfig | dict, stream_key: str | None = None) -> MemoryInputs:
     """A memory transform that has fused the question's sensor stream (its clip's, for Traj)."""
-    cfg = memory if isinstance(memory, MemoryInputsConfig) else MemoryInputsConfig.from_dict(memory)
+    cfg = MemoryInputsConfig.from_any(memory)
     stream_key = stream_key or stream_key_of(q)
     inputs = MemoryInputs(cfg, seed=0)
     libero = q.scene.startswith("libero")
@@ -121,12 +121,11 @@ class StreamMemoryCache:
     """:func:`stream_memory_entries`, each stream fused once per config (see the module doc)."""
 
     def __init__(self, config: MemoryInputsConfig | dict, root: str | Path | None = None, lru: int = 4) -> None:
-        self.config = config if isinstance(config, MemoryInputsConfig) else MemoryInputsConfig.from_dict(config)
+        self.config = MemoryInputsConfig.from_any(config)
         self.root = Path(root) if root is not None else None
         if int(lru) < 1:
             raise ValueError(f"StreamMemoryCache lru must be >= 1, got {lru}")
         self.lru = int(lru)
-        self._config_json = _config_json(self.config)  # the same key text as MemoryCache's
         self._memo: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._streams: OrderedDict[str, MemoryInputs] = OrderedDict()  # fused streams, for question entries
         self.fused = 0  # streams fused by this process (not served from memory or disk)
@@ -141,7 +140,7 @@ class StreamMemoryCache:
         content = _content(q, stream_key or stream_key_of(q))
         if content is None:
             return None
-        blob = json.dumps({"format": FORMAT, "config": self._config_json, "content": content}, sort_keys=True)
+        blob = json.dumps({"format": FORMAT, "config": self.config.to_json(), "content": content}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
     def path(self, key: str) -> Path | None:
@@ -234,22 +233,9 @@ class StreamMemoryCache:
 
 
 def _encode(key: str, v: Any) -> tuple[str, np.ndarray]:
-    if isinstance(v, np.ndarray):
-        if v.dtype == object:
-            raise TypeError(f"memory entry {key!r}: object arrays cannot be cached")
-        return "array", v
-    if isinstance(v, str):
-        return "str", np.array(v)
-    if isinstance(v, (bool, np.bool_)):
-        return "bool", np.array(bool(v))
-    if isinstance(v, (int, np.integer)):
-        return "int", np.array(int(v))
-    if isinstance(v, (float, np.floating)):
-        return "float", np.array(float(v))
-    raise TypeError(f"memory entry {key!r}: cannot cache a {type(v).__name__}")
+    kind = entry_kind(key, v)
+    return kind, (v if kind == "array" else np.array(v))
 
 
 def _decode(a: np.ndarray, kind: str) -> Any:
-    if kind == "array":
-        return a
-    return {"str": str, "bool": bool, "int": int, "float": float}[kind](a.item())
+    return a if kind == "array" else scalar(kind, a[()])

@@ -97,7 +97,7 @@ def _locate_in_stream(stream: list[CameraFrame], poses: np.ndarray, boxes: dict[
 @dataclass
 class AnswererConfig:
     tabletop: bool = False  # LIBERO-scale memory (MemoryConfig.tabletop())
-    perception: str = "gt"  # the sensors the media come from (memory settings: memory_config_for)
+    perception: str = "gt"  # the sensors the media come from (memory settings: spatial_memory.profiles)
     overrides: dict | None = None  # MemoryConfig fields on top
     clip_views: int = 4  # offline Traj clips of their own odometry: frames localised to place the clip
 
@@ -111,7 +111,7 @@ class MemoryAnswerer:
 
     # ------------------------------------------------------------------ memory
     def _new_memory(self) -> SpatialMemory:
-        from vla.transforms.memory import memory_config_for
+        from spatial_memory.profiles import memory_config_for
 
         return SpatialMemory(config=memory_config_for(self.cfg.perception, self.cfg.tabletop, self.cfg.overrides))
 
@@ -149,10 +149,9 @@ class MemoryAnswerer:
         return self._localize(memory, view).T_world_cam
 
     def _localize(self, memory: SpatialMemory, view: CameraFrame):
-        from spatial_memory import LocalizeConfig
-        from vla.transforms.memory import PERCEPTION_LOCALIZE
+        from spatial_memory.profiles import localize_config_for
 
-        return memory.localize(view, LocalizeConfig(**PERCEPTION_LOCALIZE.get(self.cfg.perception, {})))
+        return memory.localize(view, localize_config_for(self.cfg.perception))
 
     def _stream_poses(self, question: Question, memory: SpatialMemory) -> np.ndarray:
         """The memory's pose of every frame of the question's stream (corrected for drift)."""

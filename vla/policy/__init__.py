@@ -96,15 +96,9 @@ def load_policy(path: str | Path, device: str = "cpu"):
     from vla.actions import ActionTokenizer, read_statistics
 
     path = Path(path)
-    if not path.is_dir():
-        raise ValueError(f"policy directory {path} does not exist")
     meta_file = path / POLICY_FILE
-    if not meta_file.is_file():
-        raise ValueError(
-            f"{path} is not a policy directory: {POLICY_FILE} is missing (export with vla-train or save_pretrained)"
-        )
+    meta = _read_meta(path)
     try:
-        meta = json.loads(meta_file.read_text())
         pcfg = PolicyConfig.from_dict(meta["policy"])
         saved_tok = ActionTokenizer.from_dict(meta["action_tokenizer"])
         mcfg = ModelConfig.from_dict(meta["model"])
@@ -144,6 +138,54 @@ def load_policy(path: str | Path, device: str = "cpu"):
     return policy
 
 
+def _read_meta(path: Path) -> dict[str, Any]:
+    """The policy directory's ``vla_policy.json`` (``ValueError`` naming what is missing or malformed)."""
+    if not path.is_dir():
+        raise ValueError(f"policy directory {path} does not exist")
+    meta_file = path / POLICY_FILE
+    if not meta_file.is_file():
+        raise ValueError(
+            f"{path} is not a policy directory: {POLICY_FILE} is missing (export with vla-train or save_pretrained)"
+        )
+    try:
+        meta = json.loads(meta_file.read_text())
+    except ValueError as exc:
+        raise ValueError(f"{meta_file}: malformed policy metadata: {exc}") from exc
+    if not isinstance(meta, dict):
+        raise ValueError(f"{meta_file}: malformed policy metadata: not a JSON object")
+    return meta
+
+
+def read_policy_config(path: str | Path) -> PolicyConfig:
+    """The :class:`PolicyConfig` saved in a policy directory, without loading the model."""
+    meta_file = Path(path) / POLICY_FILE
+    meta = _read_meta(Path(path))
+    try:
+        return PolicyConfig.from_dict(meta["policy"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{meta_file}: malformed policy metadata: {exc}") from exc
+
+
+def memory_inputs(policy: Any, seed: int | tuple = 0, always: bool = False):
+    """The per-session memory inputs of a policy (a loaded policy, its :class:`PolicyConfig`, or a policy
+    directory): a fresh :class:`~vla.transforms.memory.MemoryInputs` built from the memory config the
+    policy was trained with -- what every place that runs the policy (the in-process agent, the server,
+    offline GST answers) feeds it. None when the policy reads no memory, unless ``always`` (a memory the
+    agent answers from): then the defaults."""
+    from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
+
+    if isinstance(policy, (str, Path)):
+        pcfg = read_policy_config(policy)
+    else:
+        pcfg = policy if isinstance(policy, PolicyConfig) else policy.config
+    cfg = pcfg.memory_inputs_config()
+    if cfg is None:
+        if not always:
+            return None
+        cfg = pcfg.memory if pcfg.memory is not None else MemoryInputsConfig()
+    return MemoryInputs(cfg, seed=seed)
+
+
 def _load_extra(policy, file: Path) -> None:
     """The exported parameters outside the backbone (proprio projector, query slots), exactly those the policy has."""
     from .embedding import extra_parameters
@@ -173,5 +215,7 @@ __all__ = [
     "VLAPolicy",
     "build_policy",
     "load_policy",
+    "memory_inputs",
+    "read_policy_config",
     "resolve_action_dim",
 ]

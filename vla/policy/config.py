@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from spatial_memory.strict import from_dict
+from vla.transforms.memory import MemoryInputsConfig
 
 from .inputs import InputConfig
 
@@ -28,11 +29,13 @@ class PolicyConfig:
     dataset_key: str = ""  # statistics used to un-normalise at inference ("" = the only / first key)
     freeze_embeddings: bool = True  # train only the action rows of the embedding matrix
     inputs: InputConfig = field(default_factory=InputConfig)
-    memory: dict[str, Any] | None = None  # the MemoryInputs config the policy was trained with (set by vla-train)
+    memory: MemoryInputsConfig | None = None  # the memory inputs the policy was trained with (set by vla-train)
 
     def __post_init__(self) -> None:
         if isinstance(self.inputs, dict):
             object.__setattr__(self, "inputs", InputConfig.from_dict(self.inputs))
+        if isinstance(self.memory, dict):
+            object.__setattr__(self, "memory", MemoryInputsConfig.from_dict(self.memory))
         if self.placement not in ("last_ids", "added_tokens"):
             raise ValueError(f"policy.placement must be last_ids or added_tokens, got {self.placement!r}")
         if self.decoding not in DECODINGS:
@@ -47,4 +50,29 @@ class PolicyConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["inputs"] = self.inputs.to_dict()
+        d["memory"] = None if self.memory is None else self.memory.to_dict()
         return d
+
+    def memory_inputs_config(self) -> MemoryInputsConfig | None:
+        """The memory inputs this policy reads (None when it reads none): the ones it was trained with,
+        or the defaults for a policy built without them."""
+        if not self.inputs.uses_memory:
+            return None
+        return self.memory if self.memory is not None else MemoryInputsConfig()
+
+    def with_memory(self, memory: MemoryInputsConfig | dict | None, model_image_size: int) -> "PolicyConfig":
+        """The policy with its memory inputs settled before training: ``memory`` when given, else what its
+        inputs imply -- the map image at the size the model sees (``inputs.image_size``, or the model's
+        ``model_image_size`` when that is 0) and the object table in words. A policy that reads no memory
+        is returned as it is."""
+        if not self.inputs.uses_memory:
+            return self
+        if not memory:
+            groups = (["topdown"] if self.inputs.memory_map else []) + (
+                ["objects", "text"] if self.inputs.memory_text else []
+            )
+            size = int(self.inputs.image_size) or int(model_image_size)
+            memory = {"inputs": groups, "map_size": [size, size]}
+        if isinstance(memory, dict):
+            memory = MemoryInputsConfig.from_dict(memory)
+        return replace(self, memory=memory)

@@ -181,8 +181,11 @@ class ModelSessions:
 
     batching = "model"
 
-    def __init__(self, model: BatchModel, memory: dict[str, Any] | None = None, name: str | None = None) -> None:
-        self.model, self.memory_cfg = model, memory
+    def __init__(self, model: BatchModel, memory: Any = None, name: str | None = None) -> None:
+        from ..transforms.memory import MemoryInputsConfig
+
+        self.model = model
+        self.memory_cfg = None if memory is None else MemoryInputsConfig.from_any(memory)
         self.name = name or getattr(model, "name", None) or type(model).__name__
         self.specs: dict[str, EnvSpec] = {}
         self.inputs: dict[str, Any] = {}
@@ -250,22 +253,17 @@ def load_batch_policy(path: str, memory: dict[str, Any] | None = None, device: s
 
     model = load_policy(path, device=device)
     model.eval()
-    pcfg = model.config
-    if pcfg.inputs.uses_memory:
-        own = dict(pcfg.memory or {})
-        if memory is not None and not _same_memory(memory, own):
+    own = model.config.memory_inputs_config()
+    if own is not None:
+        from ..transforms.memory import MemoryInputsConfig
+
+        if memory is not None and MemoryInputsConfig.from_any(memory) != own:
             raise ValueError(
-                f"{path} reads the memory it was trained with ({own}); memory={memory} would feed it "
+                f"{path} reads the memory it was trained with ({own.to_dict()}); memory={memory} would feed it "
                 "another: leave memory unset to serve the checkpoint's"
             )
         memory = own
     return ModelSessions(model, memory, name="vla")
-
-
-def _same_memory(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    from ..transforms.memory import MemoryInputsConfig
-
-    return MemoryInputsConfig.from_dict(dict(a)) == MemoryInputsConfig.from_dict(dict(b))
 
 
 def make_batch_policy(agent_cfg: dict[str, Any], memory: dict[str, Any] | None = None) -> BatchPolicy:

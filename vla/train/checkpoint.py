@@ -56,6 +56,7 @@ def save(
     keep_last: int,
     keep_keys: list[str] | None = None,
 ) -> Path:
+    from vla.policy.config import POLICY_FILE, STATS_FILE
     from vla.policy.weights import WEIGHTS_FILE, save_weights
 
     root.mkdir(parents=True, exist_ok=True)
@@ -63,8 +64,8 @@ def save(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     save_weights(policy_state, tmp / WEIGHTS_FILE, keep_keys)
-    (tmp / "vla_policy.json").write_text(json.dumps(policy_meta, indent=2))
-    stats_writer(tmp / "dataset_statistics.json")
+    (tmp / POLICY_FILE).write_text(json.dumps(policy_meta, indent=2))
+    stats_writer(tmp / STATS_FILE)
     (tmp / "train_config.json").write_text(json.dumps(config, indent=2, default=str))
     torch.save(train_state, tmp / "train_state.pt")
     for f in tmp.iterdir():  # on disk before the rename makes it count

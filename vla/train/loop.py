@@ -189,9 +189,10 @@ def _check_identity(out: Path, cfg: dict[str, Any], dist: Dist) -> None:
 
 def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, build_policy) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
-    memory = None
-    if pcfg.inputs.uses_memory:  # memory inputs: the data config's, or what the policy's inputs imply
-        memory = dcfg.memory or _memory_inputs_for(pcfg, mcfg)
+    # memory inputs: the data config's, or what the policy's inputs imply; inference rebuilds the very
+    # memory inputs the policy learned from (saved with it)
+    pcfg = pcfg.with_memory(dcfg.memory, mcfg.image_size)
+    memory = pcfg.memory.to_dict() if pcfg.inputs.uses_memory else None
     train_src, val_src, weights, masks = build_sources(
         dcfg, pcfg.chunk, memory, out / "memory_cache", tcfg.seed, tuple(pcfg.inputs.cameras)
     )
@@ -212,12 +213,6 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
     if dist.main:
         clean_partial(ckpt_root)
     dist.barrier()
-    if memory is not None:  # inference rebuilds the very memory inputs the policy learned from
-        from dataclasses import replace
-
-        from vla.transforms.memory import MemoryInputsConfig
-
-        pcfg = replace(pcfg, memory=_plain_cfg(MemoryInputsConfig.from_dict(memory)))
     proprio = None
     if pcfg.inputs.proprio == "token":
         proprio = {k: v for k, v in proprio_statistics(train_src).items() if k in stats}
@@ -358,24 +353,6 @@ def init_weights(policy, path: Path) -> dict[str, Any]:
         "kept_as_built": sorted(k for k in shared if k not in same),
         "not_used": sorted(k for k in theirs if k not in same),
     }
-
-
-def _plain_cfg(dc) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return json.loads(json.dumps(asdict(dc), default=list))
-
-
-def _memory_inputs_for(pcfg, mcfg) -> dict[str, Any]:
-    """Memory-input config implied by the policy's inputs (a map image of the size the model sees --
-    ``inputs.image_size``, or the model's when that is 0 -- and the text table)."""
-    inputs = []
-    if pcfg.inputs.memory_map:
-        inputs.append("topdown")
-    if pcfg.inputs.memory_text:
-        inputs += ["objects", "text"]
-    size = int(pcfg.inputs.image_size) or int(mcfg.image_size)
-    return {"inputs": inputs, "map_size": [size, size]}
 
 
 @torch.no_grad()

@@ -32,7 +32,8 @@ memory (:class:`~vla.agents.with_memory.MemoryAnswers`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import cv2
@@ -42,6 +43,7 @@ from envs.observation import Observation
 from envs.spec import EnvSpec
 from spatial_memory import MemoryConfig, SpatialMemory
 from spatial_memory.geometry import camera_yaw, egocentric_bearing
+from spatial_memory.profiles import PROFILES, memory_config_for
 from spatial_memory.strict import check_keys, field_names, from_dict
 from spatial_memory.topdown import LEVELS, TopDownFrame
 
@@ -49,65 +51,6 @@ INPUT_GROUPS = ("topdown", "objects", "text")
 MAP_FRAMES = ("fit", "ego", "ego_up")
 MEMORY_PRESETS = ("auto", "apartment", "tabletop")
 BASE_ACTIONS = ("forward_m", "left_m", "yaw_rad")  # a mobile base's action names (the house env's)
-
-
-# the memory's settings for each perception profile (tuned on the val split, docs/GST.md): with frame-local
-# ids, objects are associated by category and 3D proximity
-# a detector's ids are frame-local: objects by category and proximity, confirmed by repeated detections; noisy
-# depth scatters voxels around surfaces: a voxel shows on the maps from 2 hits, a wall pixel needs 5 of the 12
-# voxels of the wall band, and walls are thinned to the ridge of their voxel density
-_DETECTOR = {
-    "association": "proximity",
-    "min_observations": 2,
-    "min_support": 0.25,
-    "map": {"min_wall_voxels": 5, "min_hits": 2, "wall_ridge": True},
-}
-PERCEPTION_MEMORY: dict[str, dict[str, Any]] = {
-    "gt": {},
-    # the drift correction's prior is the odometry's specification (what the robot knows of its own sensors)
-    "realistic": {
-        **_DETECTOR,
-        "drift": {
-            "cell": 0.2,
-            "odom_sigma_m": 0.002,
-            "odom_sigma_deg": 0.05,
-            "odom_scale_xy": 0.005,
-            "odom_scale_yaw": 0.002,
-            "depth_sigma": [0.002, 0.005],
-        },
-    },
-    "harsh": {
-        **_DETECTOR,
-        "drift": {
-            "cell": 0.2,
-            "odom_sigma_m": 0.01,
-            "odom_sigma_deg": 0.25,
-            "odom_scale_xy": 0.02,
-            "odom_scale_yaw": 0.01,
-            "depth_sigma": [0.005, 0.012],
-        },
-    },
-}
-
-
-# localisation of views without a pose under each profile (LocalizeConfig fields): noisy depth spreads the
-# view's points around surfaces, so a scan pixel is a block median and the tolerances widen with the noise
-PERCEPTION_LOCALIZE: dict[str, dict[str, Any]] = {
-    "gt": {},
-    "realistic": {"scan_block_median": True},
-    "harsh": {"scan_block_median": True, "inlier_m": 0.15, "likelihood_sigma": 0.15, "free_gap": 0.5},
-}
-
-
-def memory_config_for(perception: str, tabletop: bool = False, overrides: dict[str, Any] | None = None) -> MemoryConfig:
-    """The memory for a perception profile (``PERCEPTION_MEMORY``), apartment or tabletop scale, with
-    ``overrides`` (fields of :class:`MemoryConfig`) on top."""
-    if perception not in PERCEPTION_MEMORY:
-        raise ValueError(f"no memory settings for perception {perception!r}; known: {sorted(PERCEPTION_MEMORY)}")
-    cfg = {**PERCEPTION_MEMORY[perception], **dict(overrides or {})}
-    if "carve_margin" in cfg:
-        cfg["carve_margin"] = tuple(cfg["carve_margin"])
-    return MemoryConfig.tabletop(**cfg) if tabletop else MemoryConfig(**cfg)
 
 
 def is_mobile_base(spec: EnvSpec | None) -> bool:
@@ -126,8 +69,8 @@ class MemoryInputsConfig:
     (``MemoryConfig()``, 5 cm voxels), ``"tabletop"`` (``MemoryConfig.tabletop()``, LIBERO scale) or
     ``"auto"`` (apartment for a mobile base, tabletop otherwise). memory_overrides: fields of
     :class:`MemoryConfig`. perception: the sensors the memory is built for (``gt``, ``realistic``,
-    ``harsh``: :func:`memory_config_for` picks the memory's settings for them; the noise itself is
-    applied upstream, by the harness, to what the agent receives).
+    ``harsh``: :func:`spatial_memory.profiles.memory_config_for` picks the memory's settings for them;
+    the noise itself is applied upstream, by the harness, to what the agent receives).
     """
 
     camera: str | None = None
@@ -158,13 +101,26 @@ class MemoryInputsConfig:
         if not self.map_extent_m > 0 or int(self.max_objects) < 0:
             raise ValueError("map_extent_m must be > 0 and max_objects >= 0")
         check_keys(self.memory_overrides or {}, field_names(MemoryConfig), "memory_overrides")
-        if self.perception not in PERCEPTION_MEMORY:
-            raise ValueError(f"perception must be one of {sorted(PERCEPTION_MEMORY)}, got {self.perception!r}")
+        if self.perception not in PROFILES:
+            raise ValueError(f"perception must be one of {sorted(PROFILES)}, got {self.perception!r}")
         self.memory_config(True)
 
     def memory_config(self, mobile_base: bool) -> MemoryConfig:
         tabletop = self.memory == "tabletop" or (self.memory == "auto" and not mobile_base)
         return memory_config_for(self.perception, tabletop, self.memory_overrides)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (lists for tuples): what a checkpoint saves and :meth:`from_dict` reads back."""
+        return json.loads(self.to_json())
+
+    def to_json(self) -> str:
+        """The config as canonical JSON (sorted keys): the identity the memory caches key their entries on."""
+        return json.dumps(asdict(self), sort_keys=True, default=list)
+
+    @classmethod
+    def from_any(cls, config: "MemoryInputsConfig | dict[str, Any] | None") -> "MemoryInputsConfig":
+        """The config as given, or read from a dict (None: the defaults)."""
+        return config if isinstance(config, cls) else cls.from_dict(config)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "MemoryInputsConfig":
@@ -184,7 +140,7 @@ class MemoryInputs:
     """The stateful memory transform (see the module doc). ``reset(spec)`` starts an episode."""
 
     def __init__(self, config: MemoryInputsConfig | dict | None = None, seed: int | tuple = 0) -> None:
-        self.config = config if isinstance(config, MemoryInputsConfig) else MemoryInputsConfig.from_dict(config)
+        self.config = MemoryInputsConfig.from_any(config)
         self.seed_value: int | tuple = seed
         self.spec: EnvSpec | None = None
         self.memory: SpatialMemory | None = None

@@ -1,4 +1,7 @@
-"""Perception-noise harness: how gracefully the memory's answers degrade with real-sensor errors.
+"""The synthetic noise sweep: how gracefully the memory's answers degrade with depth noise and drift.
+
+A tool of ``scripts/bench_memory.py --noise`` (the older, simpler noise model; the perception profiles
+the stack runs with are in :mod:`spatial_memory.profiles`).
 
 :class:`NoiseModel` corrupts a stream of frames the way a robot's sensors do:
 
@@ -9,7 +12,8 @@
   per frame (standard deviations).
 
 :func:`evaluate` builds the synthetic apartment, walks through it, feeds the (noisy) frames to a
-memory and scores what it answers against the scene's truth with GST-Bench's metrics (docs/GST.md).
+memory and scores what it answers against the scene's truth with GST-Bench's metrics
+(:mod:`vla.gst.metrics`, docs/GST.md).
 ``scripts/bench_memory.py --noise`` prints the sweep recorded in ``docs/MEMORY.md``.
 """
 
@@ -19,10 +23,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .frame import CameraFrame
-from .geometry import egocentric_bearing, make_T, rot_z, wrap_deg
-from .memory import MemoryConfig, SpatialMemory
-from .synthetic import BoxScene, apartment_scene, apartment_tour, default_camera
+from spatial_memory.frame import CameraFrame
+from spatial_memory.geometry import egocentric_bearing, make_T, rot_z, wrap_deg
+from spatial_memory.memory import MemoryConfig, SpatialMemory
+from spatial_memory.synthetic import BoxScene, apartment_scene, apartment_tour, default_camera
+from vla.gst import metrics
 
 
 @dataclass(frozen=True)
@@ -76,19 +81,14 @@ class NoisyStream:
 
 
 # ---------------------------------------------------------------------------------------- metrics
-def angle_macc(pred_deg: np.ndarray, true_deg: np.ndarray) -> float:
-    """GST angle mAcc x100: mean over t in {15, 30, 45} of [angular error < t]."""
-    d = np.abs(np.asarray(pred_deg, dtype=np.float64) - np.asarray(true_deg, dtype=np.float64)) % 360.0
-    e = np.minimum(d, 360.0 - d)
-    return float(np.mean([(e < t).mean() for t in (15.0, 30.0, 45.0)]) * 100)
+def angle_macc(pred_deg, true_deg) -> float:
+    """GST angle mAcc x100 over the answers (:func:`vla.gst.metrics.angle_macc`)."""
+    return float(np.mean([metrics.angle_macc(p, t) for p, t in zip(pred_deg, true_deg)]) * 100)
 
 
-def mra(pred: np.ndarray, true: np.ndarray) -> float:
-    """GST mean relative accuracy x100: mean over t in {0.50, ..., 0.95} of [|p - y| / y < 1 - t]."""
-    rel = np.abs(np.asarray(pred, dtype=np.float64) - np.asarray(true, dtype=np.float64)) / np.asarray(
-        true, dtype=np.float64
-    )
-    return float(np.mean([(rel < 1 - t).mean() for t in np.arange(0.50, 0.951, 0.05)]) * 100)
+def mra(pred, true) -> float:
+    """GST mean relative accuracy x100 over the answers (:func:`vla.gst.metrics.mra`)."""
+    return float(np.mean([metrics.mra(p, t) for p, t in zip(pred, true)]) * 100)
 
 
 # ---------------------------------------------------------------------------------------- harness
