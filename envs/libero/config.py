@@ -18,6 +18,14 @@ SAMPLED_SEED = 100_000  # sampled init state of trial k: the placement sampler s
 SAMPLED_TRIALS = 10_000  # trials a task offers with sampled init states
 
 
+def check_arm_init_noise(noise: float, init_states: str) -> None:
+    """``env.arm_init_noise`` is a joint noise in [0, 0.2] rad, for sampled init states only."""
+    if not 0.0 <= float(noise) <= 0.2:
+        raise ValueError(f"env.arm_init_noise must be in [0, 0.2] rad, got {noise!r}")
+    if noise and init_states != "sampled":
+        raise ValueError("env.arm_init_noise applies to env.init_states=sampled only (an official state fixes the arm)")
+
+
 @dataclass(frozen=True)
 class LiberoConfig:
     suite: str = "libero_spatial"  # libero_spatial | libero_object | libero_goal | libero_10 | libero_90
@@ -43,12 +51,7 @@ class LiberoConfig:
         object.__setattr__(self, "cameras", tuple(self.cameras))
         if self.init_states not in INIT_STATES:
             raise ValueError(f"env.init_states must be one of {INIT_STATES}, got {self.init_states!r}")
-        if not 0.0 <= float(self.arm_init_noise) <= 0.2:
-            raise ValueError(f"env.arm_init_noise must be in [0, 0.2] rad, got {self.arm_init_noise!r}")
-        if self.arm_init_noise and self.init_states != "sampled":
-            raise ValueError(
-                "env.arm_init_noise applies to env.init_states=sampled only: an official init state fixes the arm"
-            )
+        check_arm_init_noise(self.arm_init_noise, self.init_states)
 
     @classmethod
     def from_dict(cls, cfg: dict[str, Any] | None) -> "LiberoConfig":

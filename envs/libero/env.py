@@ -24,7 +24,7 @@ from spatial_memory.frame import CameraFrame
 from .. import _gl
 from ..base import ActionSpec, ArraySpec, CameraSpec, EnvSpec, Observation, SceneTruth, TaskInfo, VLAEnv, check_action
 from . import camera, dataset_format, suites
-from .config import SAMPLED_SEED, SAMPLED_TRIALS, SETTLE_STEPS
+from .config import SAMPLED_SEED, SAMPLED_TRIALS, SETTLE_STEPS, check_arm_init_noise
 from .truth import categories, scene_truth
 
 CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
@@ -86,8 +86,7 @@ class LiberoEnv(VLAEnv):
         if init_states not in ("official", "sampled"):
             raise ValueError(f"init_states must be 'official' or 'sampled', got {init_states!r}")
         self.init_states = init_states
-        if arm_init_noise and init_states != "sampled":
-            raise ValueError("arm_init_noise applies to sampled init states only (an official state fixes the arm)")
+        check_arm_init_noise(arm_init_noise, init_states)
         self.arm_init_noise = float(arm_init_noise)
         bench = suites.benchmark(suite)
         self._libero_task = bench.get_task(task_id)
