@@ -34,15 +34,17 @@ def checkpoints(train_out: Path) -> list[Path]:
     return sorted((train_out / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
 
 
-def budget(a, batch: int, val_every: int) -> list[str]:
-    """The training budget every arm of a proof shares: steps, batch, lr, checkpoints, validation."""
+def budget(a, batch: int, val_every: int, keep: int | None = None) -> list[str]:
+    """The training budget every arm of a proof shares: steps, batch, lr, checkpoints, validation.
+    ``keep``: checkpoints kept (default: all ``a.checkpoints``; fewer still saves every steps/N, so a
+    killed run resumes from its last quarter rather than from scratch)."""
     return [
         f"train.steps={a.steps}",
         f"train.batch_size={batch}",
         f"train.lr={a.lr}",
         "train.vision_lr_scale=1.0",
         f"train.save_every={a.steps // a.checkpoints}",
-        f"train.keep_last={a.checkpoints}",
+        f"train.keep_last={keep or a.checkpoints}",
         f"train.val_every={val_every}",
         "train.loader_workers=1",
         "progress=false",

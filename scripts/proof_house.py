@@ -110,7 +110,7 @@ def _round(a, R: Path, env: list[str], common: list[str], arm: str, extra: list[
         )
         init = [f"train.init_from={learner}"]
     steps = a.steps if r == 0 else a.dagger_steps
-    b = type(a)(**{**vars(a), "steps": steps, "checkpoints": 1})
+    b = type(a)(**{**vars(a), "steps": steps, "checkpoints": 4})  # saved every quarter (resumable), the last kept
     run(
         [
             str(BIN / "vla-train"),
@@ -118,7 +118,7 @@ def _round(a, R: Path, env: list[str], common: list[str], arm: str, extra: list[
             *extra,
             f"data.paths=[{','.join(str(p) for p in data)}]",
             f"data.cache_dir={R / 'memory_cache'}",
-            *budget(b, batch=16, val_every=max(1, steps // 4)),
+            *budget(b, batch=16, val_every=max(1, steps // 4), keep=1),
             *init,
             f"out={R / 'train' / arm / f'round{r}'}",
         ],
