@@ -376,3 +376,71 @@ def test_soak_a_live_page_poller_for_minutes_keeps_the_server_flat():
     settled = [m for t, m in rss if t >= duration / 3]
     growth = max(settled) - settled[0]
     assert growth < 48.0, f"server RSS grew by {growth:.0f} MiB while polled ({rss})"
+
+
+def _frames_until_closed(sock, wait_s: float) -> list[tuple[int, bytes]]:
+    """(opcode, payload) of the server's websocket frames on a raw socket that never answers, until the
+    server closes it or ``wait_s`` passes (server frames are unmasked, RFC 6455 §5.2)."""
+    import socket
+    import time
+
+    buf, frames, end = b"", [], time.monotonic() + wait_s
+    while time.monotonic() < end:
+        sock.settimeout(max(0.05, end - time.monotonic()))
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            break
+        if not chunk:
+            break
+        buf += chunk
+        while len(buf) >= 2:
+            n, head = buf[1] & 0x7F, 2
+            if n == 126:
+                n, head = int.from_bytes(buf[2:4], "big"), 4
+            elif n == 127:
+                n, head = int.from_bytes(buf[2:10], "big"), 10
+            if len(buf) < head + n:
+                break
+            frames.append((buf[0] & 0x0F, buf[head : head + n]))
+            buf = buf[head + n :]
+    return frames
+
+
+def _silent_websocket(port: int):
+    """A websocket client that completes the handshake and then never reads or answers anything."""
+    import socket
+
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall(
+        (
+            f"GET /?format=json HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+            f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {key}\r\n\r\n"
+        ).encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return sock
+
+
+def test_keepalive_pings_drop_a_client_that_never_answers_and_can_be_turned_off():
+    """A client that stops answering (a frozen simulator, a cut cable) is dropped after the ping timeout,
+    so its connection slot does not wait for idle_timeout_s; ping_interval_s=0 sends no pings at all
+    (a client too busy to answer pings is never dropped for it)."""
+    with pytest.raises(ValueError, match="ping_interval_s and ping_timeout_s"):
+        ServeConfig(ping_timeout_s=-1)
+    with served("random", ping_interval_s=0.2, ping_timeout_s=0.2, idle_timeout_s=3600) as srv:
+        sock = _silent_websocket(srv.port)
+        frames = _frames_until_closed(sock, wait_s=30)
+        sock.close()
+        opcodes = [op for op, _ in frames]
+        assert 0x9 in opcodes, opcodes  # pinged
+        assert opcodes[-1] == 0x8 and int.from_bytes(frames[-1][1][:2], "big") == 1011, frames[-1]
+    with served("random", ping_interval_s=0, idle_timeout_s=3600) as srv:
+        sock = _silent_websocket(srv.port)
+        frames = _frames_until_closed(sock, wait_s=1.5)
+        sock.close()
+        assert [op for op, _ in frames if op in (0x8, 0x9)] == [], frames

@@ -32,6 +32,8 @@ class ServeConfig:
     origins: tuple[str, ...] = ()  # browser origins allowed besides the server's own page, e.g. [http://dash:3000]
     max_connections_per_peer: int = 32
     idle_timeout_s: float = 300.0  # a connection controlling no session that sends nothing this long is closed
+    ping_interval_s: float = 20.0  # keepalive: a websocket ping this often (0: none; a slow client is never dropped)
+    ping_timeout_s: float = 20.0  # a connection whose pong has not come back this long after a ping is closed (1011)
     max_sessions: int = 128  # live (active or detached) sessions; a reset beyond it is refused
     max_objects: int = MAX_OBJECTS  # values in one message (an observation holds ~100); more: refused, never built
     query_cache_mb: float = 64.0  # map query results kept for repeated questions (never the memories)
@@ -45,6 +47,11 @@ class ServeConfig:
             raise ValueError("max_message_mb must be > 0, max_batch >= 1 and max_wait_ms >= 0")
         if int(self.query_threads) < 1 or int(self.max_connections) < 1:
             raise ValueError("query_threads and max_connections must be >= 1")
+        if not float(self.ping_interval_s) >= 0 or not float(self.ping_timeout_s) >= 0:
+            raise ValueError(
+                f"ping_interval_s and ping_timeout_s must be >= 0 (0: off), got {self.ping_interval_s}, "
+                f"{self.ping_timeout_s}"
+            )
         if float(self.query_rate) < 0:
             raise ValueError(f"query_rate must be >= 0 (0: no cap), got {self.query_rate}")
         if not 0.05 <= float(self.switch_interval_ms) <= 100:

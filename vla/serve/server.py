@@ -157,6 +157,8 @@ class PolicyServer:
                 server_header="vla-serve",
                 open_timeout=10,
                 close_timeout=5,
+                ping_interval=float(self.cfg.ping_interval_s) or None,
+                ping_timeout=float(self.cfg.ping_timeout_s) or None,
             ) as server:
                 self.port = server.sockets[0].getsockname()[1]
                 reaper = asyncio.create_task(self._reap_sessions())
