@@ -45,8 +45,11 @@ browser:
 	      || echo "make: could not install chromium: the live-page test will skip"; \
 	  else echo "make: no chromium and no apt-get as root: the live-page test will skip"; fi; }
 
+# The fast tier on TEST_WORKERS processes (pytest-xdist; whole files per worker, so a file's fixtures
+# are built once), one torch/OpenMP thread each so that the workers do not oversubscribe the cores.
+TEST_WORKERS ?= 2
 test: setup browser
-	$(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow
