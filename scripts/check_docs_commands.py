@@ -77,6 +77,7 @@ SCRIPT_ARGS = {  # the smallest arguments of each documented script (appended; a
     "scripts/failure_videos.py": "",
     "scripts/gst_table.py": "",
     "scripts/openpi_libero_eval.py": "--trials 1 --resolution 64",
+    "scripts/perturb_sweep.py": "--trials 1 --factors robot --levels 1",
 }
 
 

@@ -46,12 +46,17 @@ class LiberoConfig:
     arm_init_noise: float = 0.0  # sampled states only: robosuite's Gaussian noise (rad, per joint) on the
     #                              arm's start; the official states were recorded with robosuite's default
     #                              0.02 (their hand starts spread ~5-7 mm), LIBERO's env sets none
+    perturb: str = ""  # robustness factors, e.g. camera:2 or camera:2+light:1 (envs/libero/perturb.py;
+    #                    docs/LIBERO.md); "" = the nominal scene of the protocol
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cameras", tuple(self.cameras))
         if self.init_states not in INIT_STATES:
             raise ValueError(f"env.init_states must be one of {INIT_STATES}, got {self.init_states!r}")
         check_arm_init_noise(self.arm_init_noise, self.init_states)
+        from .perturb import canonical
+
+        object.__setattr__(self, "perturb", canonical(self.perturb))
 
     @classmethod
     def from_dict(cls, cfg: dict[str, Any] | None) -> "LiberoConfig":
@@ -60,4 +65,6 @@ class LiberoConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["cameras"] = list(self.cameras)
+        if not d["perturb"]:  # the nominal scene: absent, so runs recorded before the option still resume
+            del d["perturb"]
         return d

@@ -24,6 +24,7 @@ from spatial_memory.frame import CameraFrame
 from .. import _gl
 from ..base import ActionSpec, ArraySpec, CameraSpec, EnvSpec, Observation, SceneTruth, TaskInfo, VLAEnv, check_action
 from . import camera, dataset_format, suites
+from . import perturb as perturbations
 from .config import SAMPLED_SEED, SAMPLED_TRIALS, SETTLE_STEPS, check_arm_init_noise
 from .truth import categories, scene_truth
 
@@ -65,6 +66,7 @@ class LiberoEnv(VLAEnv):
         env_seed: int = suites.ENV_SEED,
         init_states: str = "official",
         arm_init_noise: float = 0.0,
+        perturb: str = "",
     ) -> None:
         suites.check_suite(suite)
         suites.check_task(suite, task_id)
@@ -88,6 +90,8 @@ class LiberoEnv(VLAEnv):
         self.init_states = init_states
         check_arm_init_noise(arm_init_noise, init_states)
         self.arm_init_noise = float(arm_init_noise)
+        self.perturb = perturbations.canonical(perturb)  # env.perturb (docs/LIBERO.md); "" = the nominal scene
+        self._perturber = perturbations.Perturber(perturbations.parse(perturb))
         bench = suites.benchmark(suite)
         self._libero_task = bench.get_task(task_id)
         self._init_states = bench.get_task_init_states(task_id)
@@ -186,17 +190,17 @@ class LiberoEnv(VLAEnv):
             self._raw = env.reset()
             env.seed(self.env_seed)
             self._stream = -1  # off LIBERO's sequential stream (sampled trials never seek)
-            self._static = self._camera_statics()
-            self._settle()
-            self._trial, self._steps = trial, 0
-            return self._observation(), {"success": bool(env.check_success()), "trial": trial}
-        self._seek(trial)
-        env.reset()
-        self._stream += 1
-        self._rng = np.random.get_state()
-        self._raw = env.set_init_state(self._init_states[trial])
+        else:
+            self._seek(trial)
+            env.reset()
+            self._stream += 1
+            self._rng = np.random.get_state()
+            self._raw = env.set_init_state(self._init_states[trial])
+        if self._perturber:  # env.perturb: the scene's changes for this trial, before the objects settle
+            self._perturber.apply_scene(env.sim, env.env, trial)
+        self.instruction = self._perturber.instruction(self.task.instruction, trial)
         self._static = self._camera_statics()
-        self._settle()
+        self._settle(force=bool(self._perturber))
         self._trial, self._steps = trial, 0
         return self._observation(), {"success": bool(env.check_success()), "trial": trial}
 
@@ -221,10 +225,13 @@ class LiberoEnv(VLAEnv):
             env.reset()
             self._stream += 1
 
-    def _settle(self) -> None:
+    def _settle(self, force: bool = False) -> None:
         """The protocol's no-op steps (objects settle). Cameras are switched off meanwhile: nobody
-        sees these frames, and rendering them would cost ~0.6 s each on a software renderer."""
+        sees these frames, and rendering them would cost ~0.6 s each on a software renderer.
+        ``force``: the observation is rebuilt even without settle steps (the scene was changed)."""
         if self.settle_steps <= 0:
+            if force:
+                self._raw = self._env.env._get_observations(force_update=True)
             return
         inner = self._env.env
         cams = [o for o in inner._observables.values() if o.modality == "image" and o.is_enabled()]
@@ -269,6 +276,7 @@ class LiberoEnv(VLAEnv):
         state = np.concatenate(
             [raw["robot0_eef_pos"], quat_xyzw_to_axis_angle(raw["robot0_eef_quat"]), raw["robot0_gripper_qpos"]]
         ).astype(np.float32)
+        state = self._perturber.noisy_state(state)
         frames: dict[str, CameraFrame] = {}
         sensors: dict[str, Any] = {}
         if self.render_cameras:
@@ -284,6 +292,7 @@ class LiberoEnv(VLAEnv):
                     depth = camera.orient(camera.depth_to_metres(raw[f"{key}_depth"][..., 0], model), self.orientation)
                 else:
                     depth = np.zeros(rgb.shape[:2], np.float32)
+                rgb, depth = self._perturber.noisy_image(rgb, depth)
                 inst = None
                 if self.segmentation:
                     inst = np.ascontiguousarray(
@@ -298,7 +307,7 @@ class LiberoEnv(VLAEnv):
                     labels=labels if inst is not None else {},
                     step=self._steps,
                 )
-        sensors["joint_states"] = np.asarray(raw["robot0_joint_pos"], dtype=np.float32)
+        sensors["joint_states"] = self._perturber.noisy_state(np.asarray(raw["robot0_joint_pos"], dtype=np.float32))
         sensors["gripper_states"] = np.asarray(raw["robot0_gripper_qpos"], dtype=np.float32)
         sensors["ee_states"] = state[:6].copy()
         sensors["robot_state"] = np.concatenate(
@@ -329,6 +338,7 @@ class LiberoEnv(VLAEnv):
                 "controller": self.controller,
                 "settle_steps": self.settle_steps,
                 "env_seed": self.env_seed,
+                **({"perturb": self.perturb} if self.perturb else {}),  # absent for the nominal scene
                 "gripper": "-1 open, +1 close",
             },
         )
