@@ -39,7 +39,7 @@ from envs.observation import Observation
 from vla.gst.question import PUBLIC_META, MediaRef, Question, content_token
 from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 
-from .layout import house_spec, implied_spec
+from .layout import implied_spec
 from .memory_entries import entry_kind, scalar
 
 FORMAT = 1
@@ -60,7 +60,7 @@ def fused_stream(q: Question, memory: MemoryInputsConfig | dict, stream_key: str
     stream_key = stream_key or stream_key_of(q)
     inputs = MemoryInputs(cfg, seed=0)
     libero = q.scene.startswith("libero")
-    inputs.reset(implied_spec("libero", [], {}, 7, 8) if libero else house_spec([], {}))
+    inputs.reset(implied_spec("libero", [], {}, 7, 8) if libero else implied_spec("house", [], {}, 3, 3))
     camera = cfg.camera or "ego"
     for f in q.get(stream_key):
         inputs.integrate(Observation(cameras={camera: f}, state=np.zeros(0), instruction="", step=f.step))
