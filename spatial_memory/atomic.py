@@ -19,7 +19,7 @@ def write_json_atomic(path: str | Path, obj: Any, allow_nan: bool = True) -> Non
     ``allow_nan=False`` refuses NaN and infinities (``ValueError``) instead of writing them."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(path.name + ".tmp")  # the name a resumed run's clean-up knows (vla/eval/identity.py)
     try:
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(obj, f, indent=2, allow_nan=allow_nan)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
@@ -33,8 +32,7 @@ def test_a_new_identity_is_written_atomically_the_same_resumes_a_different_one_i
     check_identity(out, {"env": {"name": "house", "size": (64, 48)}, "seed": 7})
     run_file = out / "run.json"
     assert json.loads(run_file.read_text()) == {"env": {"name": "house", "size": [64, 48]}, "seed": 7}
-    [(tmp, dst)] = spy.calls  # one replace, from a temporary file beside it
-    assert dst == str(run_file) and Path(tmp).parent == out and tmp.endswith(".tmp") and not list(out.glob("*.tmp"))
+    assert spy.calls == [(str(out / "run.json.tmp"), str(run_file))] and not list(out.glob("*.tmp"))
     check_identity(out, {"seed": 7, "env": {"size": [64, 48], "name": "house"}})  # the same run, as read back
     with pytest.raises(ValueError) as err:
         check_identity(
