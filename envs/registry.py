@@ -58,6 +58,14 @@ class HasCategories(Protocol):
     def categories(self) -> Any: ...
 
 
+@runtime_checkable
+class HasDemoLayout(Protocol):
+    """A family whose demonstration files may come without a stored EnvSpec: ``demo_layout()`` is the
+    :class:`~envs.demo_layout.DemoLayout` that says how they look (families without one get its defaults)."""
+
+    def demo_layout(self) -> Any: ...
+
+
 # name -> "module:attribute" of an EnvFamily factory (imported on first use)
 _LAZY: dict[str, str] = {
     "libero": "envs.libero.family:LiberoFamily",
@@ -124,6 +132,26 @@ def make_env(cfg: dict[str, Any], task_id: int = 0) -> VLAEnv:
     """Build the env for one task of the family named in ``cfg['name']``."""
     fam, rest = _split(cfg)
     return fam.make(rest, task_id)
+
+
+def demo_layout(name: str):
+    """The demonstration-file conventions of family ``name``; the defaults for a family without its own
+    or a name no family is registered under (a file's ``"unknown"`` family)."""
+    from .demo_layout import DEFAULT
+
+    if name not in _LAZY and name not in _FAMILIES:
+        return DEFAULT
+    fam = family(name)
+    return fam.demo_layout() if isinstance(fam, HasDemoLayout) else DEFAULT
+
+
+def recognize_demo(attrs: Any, prefixes: list[str], action_dim: int) -> str | None:
+    """The first family (in registration order) whose layout recognises a demonstration file without an
+    EnvSpec; None when none does."""
+    for name in dict.fromkeys([*_LAZY, *_FAMILIES]):
+        if demo_layout(name).recognizes(attrs, prefixes, action_dim):
+            return name
+    return None
 
 
 def resolved_config(cfg: dict[str, Any]) -> dict[str, Any]:

@@ -404,7 +404,7 @@ def part_c(args) -> dict[str, Any]:
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
     from vla.serve import PolicyClient
-    from vla.serve.openpi import KeyMap
+    from vla.openpi_keys import KeyMap
 
     size = args.size_b
     obs, spec = observations(size, 120)

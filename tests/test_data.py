@@ -415,6 +415,19 @@ def test_memory_cache_invalidation_and_resume(tmp_path, house):
     assert not [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".")]  # no temporary files left
 
 
+def test_a_memory_cache_file_of_another_identity_is_built_again_not_read(tmp_path, house):
+    """A cache file under an episode's name whose stored identity is another's (copied from a cache of
+    another config, or left by an older format) is never served: the episode is built again."""
+    root, _ = house
+    full = MemoryCache(tmp_path / "cache", MemoryInputsConfig(inputs=("objects",)))
+    one = MemoryCache(tmp_path / "cache", MemoryInputsConfig(inputs=("objects",), max_objects=1))
+    src = DemoSource(root, "house_nav", cameras=("ego",), memory=full)
+    ref = src.episode_refs()[-1]
+    one.build_episode(ref)
+    shutil.copyfile(one.path(ref), full.path(ref))  # one object per step, under the full table's name
+    assert len(src.sample(len(src) - 1).obs["memory/objects/id"]) > 1
+
+
 # ================================================================================== splits and mixtures
 def test_split_never_shares_an_episode(house, official):
     ids = [f"ep{i}" for i in range(200)]

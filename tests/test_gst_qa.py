@@ -128,7 +128,7 @@ def test_stream_memory_is_fused_once_and_kept_on_disk(gst, tmp_path):
     want = stream_memory_entries(q, config)
     cache = StreamMemoryCache(config, tmp_path / "cache")
     _same(cache.entries(q), want)
-    assert cache.fused == 1 and len(list((tmp_path / "cache").glob("*.npz"))) == 1
+    assert cache.fused == 1 and len(list((tmp_path / "cache").glob("*.hdf5"))) == 1
     # the scene's other questions share the stream: served from memory
     for other in (o for o in qs if o.scene == q.scene and "clip_stream" not in o.media):
         _same(cache.entries(other), want)
@@ -140,9 +140,14 @@ def test_stream_memory_is_fused_once_and_kept_on_disk(gst, tmp_path):
     # another config is another file
     other = StreamMemoryCache(MemoryInputsConfig(map_size=(48, 48)), tmp_path / "cache")
     assert other.entries(q)["topdown"].shape[:2] == (48, 48) and other.fused == 1
-    # a damaged file is fused again
+    # a file of another identity under this one's name (copied from another cache) is fused again, never read
     path = cache.path(cache.key(q))
-    path.write_bytes(b"not an npz")
+    shutil.copyfile(other.path(other.key(q)), path)
+    fresh = StreamMemoryCache(config, tmp_path / "cache")
+    _same(fresh.entries(q), want)
+    assert fresh.fused == 1
+    # a damaged file is fused again
+    path.write_bytes(b"not an entries file")
     fresh = StreamMemoryCache(config, tmp_path / "cache")
     _same(fresh.entries(q), want)
     assert fresh.fused == 1
@@ -174,7 +179,7 @@ def test_gst_training_shares_the_stream_cache(gst, tmp_path):
     media = [src.question(i).media for i in range(len(src))]
     streams = {json.dumps(m.get("clip_stream", m["stream"])) for m in media}
     assert src._cache.fused == len(streams)  # each stream fused once ...
-    assert len(list((tmp_path / "cache").glob("*.npz"))) == len(samples)  # ... each question's view kept
+    assert len(list((tmp_path / "cache").glob("*.hdf5"))) == len(samples)  # ... each question's view kept
     again = GSTQASource(gst, memory=config, cache_dir=tmp_path / "cache")
     for i, s in enumerate(samples):
         t = again.sample(i)

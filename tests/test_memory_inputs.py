@@ -81,3 +81,27 @@ def test_configs_saved_before_perception_profiles_still_load():
     assert MemoryInputsConfig.from_dict(old) == MemoryInputsConfig(inputs=("topdown",))
     with pytest.raises(ValueError, match="perception=realistic"):
         MemoryInputsConfig.from_dict({**old, "depth_sigma": 0.01})
+
+
+def test_memory_inputs_are_built_by_the_policy_s_one_factory():
+    """Every place that needs a session's memory inputs (agents, server, data caches, offline GST) gets
+    them from ``vla.policy.memory_inputs``; a ``MemoryInputs(...)`` call anywhere else is a second
+    way to build them (read from the source with ``ast``)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    home = {"vla/policy/__init__.py", "vla/transforms/memory.py"}
+    found = []
+    for package in ("vla", "envs", "spatial_memory", "scripts"):
+        for f in sorted((root / package).rglob("*.py")):
+            rel = f.relative_to(root).as_posix()
+            if rel in home:
+                continue
+            for node in ast.walk(ast.parse(f.read_text(), rel)):
+                if isinstance(node, ast.Call):
+                    fn = node.func
+                    name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
+                    if name == "MemoryInputs":
+                        found.append(f"{rel}:{node.lineno}")
+    assert not found, f"MemoryInputs(...) built outside vla.policy.memory_inputs: {found}"

@@ -186,7 +186,7 @@ def test_offline_answers_fuse_each_stream_once_into_the_cache_training_reads(tmp
     assert len(streams) < len(questions)  # the fixture's scene shares its video stream
     assert agent._streams.fused == len(streams)
     # one file per question (its table is measured from its own view), none per stream alone
-    assert len(list(cache.glob("q*.npz"))) == len(questions) == len(list(cache.glob("*.npz")))
+    assert len(list(cache.glob("q*.hdf5"))) == len(questions) == len(list(cache.glob("*.hdf5")))
     src = GSTQASource(gst, memory=memory, cache_dir=cache)
     for i in range(len(src)):
         src.sample(i)

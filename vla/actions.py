@@ -50,6 +50,8 @@ from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
+from spatial_memory.atomic import write_json_atomic
+
 STAT_FIELDS = ("mean", "std", "max", "min", "q01", "q99")  # OpenVLA's order in dataset_statistics.json
 PLACEMENTS = ("last_ids", "added_tokens")
 QUANTILE_METHOD = "linear"  # numpy's default, which OpenVLA's get_dataset_statistics uses
@@ -200,21 +202,6 @@ class ActionStats:
     __hash__ = None  # type: ignore[assignment]
 
 
-def _write_json_atomic(path: Path, payload: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(payload, f, indent=2, allow_nan=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def _count(name: str, key: str, value: Any) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 0:
         raise ValueError(f"{name}[{key!r}] must be a non-negative integer, got {value!r}")
@@ -257,7 +244,7 @@ def write_statistics(
             if key in extras[name]:
                 entry[name] = _count(name, key, extras[name][key])
         payload[key] = entry
-    _write_json_atomic(Path(path), payload)
+    write_json_atomic(path, payload, allow_nan=False)
 
 
 def statistics_from_dict(d: Any, source: str = "statistics", field: str = "action") -> dict[str, ActionStats]:

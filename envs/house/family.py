@@ -51,6 +51,12 @@ class HouseFamily:
         task = TaskInfo(task_id, f"house_{seeds[task_id]}", INSTRUCTION, c.max_steps, c.num_trials)
         return HouseEnv(c, seeds[task_id], task)
 
+    def demo_layout(self):
+        """Older recordings without an EnvSpec (envs.registry.HasDemoLayout)."""
+        from .demo_layout import LAYOUT
+
+        return LAYOUT
+
     # ------------------------------------------------------------------ GST questions (envs.material.QuestionSource)
     offline = True
     subtasks = HOUSE_SUBTASKS

@@ -44,6 +44,12 @@ class LiberoFamily:
         opts["cameras"] = tuple(opts["cameras"])
         return LiberoEnv(suite, task_id, **opts)
 
+    def demo_layout(self):
+        """Official LIBERO files and older recordings without an EnvSpec (envs.registry.HasDemoLayout)."""
+        from .demo_layout import LAYOUT
+
+        return LAYOUT
+
     # ------------------------------------------------------------------ GST questions (envs.material.QuestionSource)
     offline = False
     subtasks = LIBERO_SUBTASKS

@@ -28,6 +28,7 @@ from envs.observation import Observation
 from envs.spec import EnvSpec
 from spatial_memory.strict import from_dict
 
+from ..policy import memory_inputs
 from ..transforms.memory import MemoryInputs, MemoryInputsConfig, is_mobile_base
 from .navigation import MemoryNavigator, NavigatorConfig
 from .with_memory import MemoryAnswers, WithMemory
@@ -102,7 +103,7 @@ class MemoryAgent(WithMemory):
 
     def __init__(self, seed: int = 0, **options: Any) -> None:
         self.options = from_dict(MemoryAgentOptions, options, "memory agent")
-        inputs = MemoryInputs(self.options.inputs_config(), seed=seed)
+        inputs = memory_inputs(self.options.inputs_config(), seed=seed)
         nav_cfg = NavigatorConfig.from_dict(self.options.navigator).for_perception(self.options.perception)
         self.navigator = MemoryNavigator(nav_cfg)
         self.driver = None

@@ -97,7 +97,7 @@ class OpenpiAgent:
                 self._ws = None
 
     def reset(self, instruction: str, spec: EnvSpec) -> None:
-        from vla.serve.openpi import KeyMap
+        from vla.openpi_keys import KeyMap
 
         self._chunks.reset()
         self._keymap = KeyMap.for_env(spec.family, self.keys)

@@ -33,6 +33,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from envs.registry import demo_layout
 from envs.spec import EnvSpec
 
 from .handles import HandlePool
@@ -118,11 +119,8 @@ class DemoSource:
             missing = [f for f in self.camera_fields if f not in ref.camera_fields[cam]]
             if missing:
                 prefix = ref.cameras[cam]
-                why = (
-                    " (official LIBERO files store no metric depth, masks or camera matrices; record with record=DIR)"
-                    if ref.family == "libero" and ref.camera_fields[cam] == ("rgb",)
-                    else ""
-                )
+                hint = demo_layout(ref.family).missing_metric_hint
+                why = f" ({hint})" if hint and ref.camera_fields[cam] == ("rgb",) else ""
                 raise ValueError(f"{ref.where(f'obs/{prefix}_{missing[0]}')} is missing{why}")
             out.append((cam, ref.cameras[cam]))
         return out
@@ -153,11 +151,10 @@ class DemoSource:
         try:
             if ref.state == "obs/state":
                 return np.asarray(self._pool.dataset(ref.path, f"{ref.group}/obs/state")[:], dtype=np.float64)
-            ee = self._pool.dataset(ref.path, f"{ref.group}/obs/ee_states")[:]
-            grip = self._pool.dataset(ref.path, f"{ref.group}/obs/gripper_states")[:]
+            parts = [self._pool.dataset(ref.path, f"{ref.group}/obs/{k}")[:] for k in ref.state.split("+")]
         except KeyError as exc:
             raise ValueError(f"{ref.where(ref.state)} is missing: {exc}") from exc
-        return np.concatenate([ee, grip], axis=1).astype(np.float64)
+        return np.concatenate(parts, axis=1).astype(np.float64)
 
     def subset(self, episodes: set[str]) -> "DemoSource":
         keep = check_episodes(self, episodes)
@@ -234,8 +231,7 @@ class DemoSource:
     def _state(self, ref: EpisodeRef, t: int) -> np.ndarray:
         if ref.state == "obs/state":
             return np.asarray(self._read(ref, "obs/state", t))
-        ee, grip = self._read(ref, "obs/ee_states", t), self._read(ref, "obs/gripper_states", t)
-        return np.concatenate([ee, grip]).astype(np.float32)
+        return np.concatenate([self._read(ref, f"obs/{k}", t) for k in ref.state.split("+")]).astype(np.float32)
 
     def _camera(self, ref: EpisodeRef, cam: str, prefix: str, t: int) -> dict[str, Any]:
         out: dict[str, Any] = {}

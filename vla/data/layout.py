@@ -26,7 +26,6 @@ episode and the key.
 from __future__ import annotations
 
 import json
-import math
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -37,10 +36,8 @@ import h5py
 import numpy as np
 
 from envs.libero.camera import ORIENTATIONS
-from envs.libero.env import ACTION_NAMES as LIBERO_ACTIONS
-from envs.libero.env import RECORD_NAMES as LIBERO_RECORD_NAMES
-from envs.libero.env import STATE_NAMES as LIBERO_STATE
-from envs.spec import ActionSpec, ArraySpec, CameraSpec, EnvSpec
+from envs.registry import demo_layout, recognize_demo
+from envs.spec import ArraySpec, CameraSpec, EnvSpec
 
 from .handles import open_hdf5
 
@@ -69,7 +66,8 @@ class EpisodeRef:
     spec: dict[str, Any]  # EnvSpec.to_dict() as the file says or implies
     labels: dict[int, str] = field(default_factory=dict)  # instance id -> category (union over the episode)
     sensors: tuple[str, ...] = ()  # sensor keys offered (obs/<key>; robot_state = robot_states)
-    state: str = "obs/state"  # "obs/state" or "ee_states+gripper_states" (official LIBERO files)
+    state: str = "obs/state"  # "obs/state", or obs/ datasets joined by "+" (the family's derived_state:
+    # "ee_states+gripper_states" for official LIBERO files)
 
     def where(self, key: str = "") -> str:
         return f"{self.path}: {self.group.split('/')[-1]}" + (f": {key}" if key else "")
@@ -119,28 +117,18 @@ def _json_attr(attrs: Any, key: str, where: str) -> Any:
         raise ValueError(f"{where}: attribute {key!r} is not valid JSON: {exc}") from exc
 
 
-def benchmark_language(task_name: str) -> str:
-    """LIBERO's instruction for a task name, by the benchmark's rule (what ``LiberoEnv.instruction``
-    says at evaluation): underscores become spaces; LIBERO-90/10 names (``KITCHEN_SCENE3_...``) lose
-    their scene prefix."""
-    if task_name[:1].isupper() and "SCENE" in task_name:
-        rest = task_name[task_name.find("SCENE") + len("SCENE") :]
-        task_name = rest[len(rest) - len(rest.lstrip("0123456789")) :].lstrip("_")
-    return " ".join(task_name.split("_"))
-
-
 def instruction_of(path: Path, data_attrs: Any, demo_attrs: Any, family: str) -> str:
-    """The episode's instruction: the demo's ``language_instruction``, else the file's; for official
-    LIBERO files the benchmark's instruction from the file name (``<task>_demo.hdf5``; the BDDL
-    wording in ``problem_info`` differs from what the env says, e.g. "pick the alphabet soup ..." vs
-    "pick up the alphabet soup ..."), else ``problem_info["language_instruction"]``."""
+    """The episode's instruction: the demo's ``language_instruction``, else the file's; else what the
+    file's name implies to its family (official LIBERO files, ``<task>_demo.hdf5``: the benchmark's
+    instruction), else ``problem_info["language_instruction"]``."""
     for attrs in (demo_attrs, data_attrs):
         if "language_instruction" in attrs:
             text = _text(attrs["language_instruction"]).strip().strip('"')
             if text:
                 return text
-    if family == "libero" and path.stem.endswith("_demo"):
-        return benchmark_language(path.stem[: -len("_demo")])
+    named = demo_layout(family).instruction_from_name(path.stem)
+    if named is not None:
+        return named
     if "problem_info" in data_attrs:
         info = _json_attr(data_attrs, "problem_info", f"{path}: data")
         text = _text(info.get("language_instruction", "")).strip().strip('"') if isinstance(info, dict) else ""
@@ -153,77 +141,30 @@ def instruction_of(path: Path, data_attrs: Any, demo_attrs: Any, family: str) ->
 
 
 def family_of(path: Path, attrs: Any, prefixes: list[str], action_dim: int) -> tuple[str, dict | None]:
-    """(family, EnvSpec dict if the file stores one)."""
+    """(family, EnvSpec dict if the file stores one); without one, the family whose demonstration layout
+    recognises the file (``envs.registry.recognize_demo``), else ``"unknown"``."""
     if "env_spec" in attrs:
         spec = _json_attr(attrs, "env_spec", f"{path}: data")
         try:
             return EnvSpec.from_dict(spec).family, spec
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{path}: data: attribute 'env_spec' is not an EnvSpec: {exc}") from exc
-    if any(k in attrs for k in ("problem_info", "env_args", "bddl_file_name")):
-        return "libero", None
-    if "ego" in prefixes and action_dim == 3:
-        return "house", None
-    return "unknown", None
+    return recognize_demo(attrs, prefixes, action_dim) or "unknown", None
 
 
 def stored_orientation(path: Path, attrs: Any, family: str) -> str | None:
-    if family != "libero":
-        return None
-    if "image_orientation" in attrs:
-        o = _text(attrs["image_orientation"])
-        if o not in STORED_ORIENTATIONS:
-            raise ValueError(f"{path}: data: image_orientation {o!r} is not one of {STORED_ORIENTATIONS}")
-        return o
-    convention = _text(attrs.get("macros_image_convention", "opengl"))
-    if convention not in ("opengl", "opencv"):
-        raise ValueError(f"{path}: data: macros_image_convention {convention!r} is not 'opengl' or 'opencv'")
-    return "opengl" if convention == "opengl" else "upright"
-
-
-# ------------------------------------------------------------------------------------------ EnvSpecs
-def house_spec(cameras: list[CameraSpec], sensors: dict[str, ArraySpec]) -> EnvSpec:
-    """The house env's spec for files that do not store one (bounds: the env's default limits)."""
-    from envs.house.config import HouseConfig
-
-    c = HouseConfig()
-    return EnvSpec(
-        family="house",
-        action=ActionSpec(
-            (-c.max_forward_m, -c.max_left_m, -c.max_turn_rad),
-            (c.max_forward_m, c.max_left_m, c.max_turn_rad),
-            ("forward_m", "left_m", "yaw_rad"),
-        ),
-        state=ArraySpec((3,), "float64", ("x_m", "y_m", "yaw_rad")),
-        cameras=tuple(cameras),
-        sensors=sensors,
-        info={"frame": "odometry: origin at the start pose on the floor, x forward, z up"},
-    )
+    """How the file stores its images, as its family's layout reads the attributes (None: as delivered)."""
+    try:
+        return demo_layout(family).stored_orientation(attrs)
+    except ValueError as exc:
+        raise ValueError(f"{path}: data: {exc}") from exc
 
 
 def implied_spec(
     family: str, cameras: list[CameraSpec], sensors: dict[str, ArraySpec], action_dim: int, state_dim: int
 ) -> EnvSpec:
-    if family == "libero":
-        return EnvSpec(
-            family="libero",
-            action=ActionSpec((-1.0,) * 7, (1.0,) * 7, LIBERO_ACTIONS),
-            state=ArraySpec((8,), "float32", LIBERO_STATE),
-            cameras=tuple(cameras),
-            sensors=sensors,
-            info={"gripper": "-1 open, +1 close"},
-        )
-    if family == "house":
-        return house_spec(cameras, sensors)
-    return EnvSpec(
-        family=family,
-        action=ActionSpec(
-            (-math.inf,) * action_dim, (math.inf,) * action_dim, tuple(f"a{i}" for i in range(action_dim))
-        ),
-        state=ArraySpec((state_dim,), "float64"),
-        cameras=tuple(cameras),
-        sensors=sensors,
-    )
+    """The EnvSpec a file without one implies, as its family's layout says."""
+    return demo_layout(family).implied_spec(family, cameras, sensors, action_dim, state_dim)
 
 
 # ------------------------------------------------------------------------------------------ episodes
@@ -232,16 +173,6 @@ def _demo_names(path: Path, data: h5py.Group) -> list[str]:
     if not names:
         raise ValueError(f"{path}: no data/demo_<i> groups (keys: {sorted(data.keys())[:8]})")
     return sorted(names, key=lambda k: int(_DEMO_RE.match(k).group(1)))
-
-
-def _camera_names(prefixes: list[str], family: str) -> dict[str, str]:
-    """camera name -> prefix, in the env's order (LIBERO: agentview, wrist; others: sorted)."""
-    if family == "libero":
-        inverse = {p: c for c, p in LIBERO_RECORD_NAMES.items()}
-        order = {p: i for i, p in enumerate(LIBERO_RECORD_NAMES.values())}
-        ranked = sorted(prefixes, key=lambda p: (order.get(p, len(order)), p))
-        return {inverse.get(p, p): p for p in ranked}
-    return {p: p for p in sorted(prefixes)}
 
 
 def _check_lengths(path: Path, demo_name: str, demo: h5py.Group, n: int) -> None:
@@ -290,8 +221,9 @@ def _read_demo(path: Path, data: h5py.Group, name: str, n_demos: int) -> tuple[E
     _check_lengths(path, name, demo, n)
     prefixes = [k[: -len("_rgb")] for k in obs.keys() if k.endswith("_rgb")]
     family, spec_dict = family_of(path, data.attrs, prefixes, dim)
-    cameras = _camera_names(prefixes, family)
-    official = family == "libero" and "image_orientation" not in data.attrs
+    layout = demo_layout(family)
+    cameras = layout.camera_names(prefixes)
+    official = layout.official(data.attrs)
     fields_, cam_specs = {}, []
     for cam, prefix in cameras.items():
         rgb = obs[f"{prefix}_rgb"]
@@ -326,10 +258,11 @@ def _read_demo(path: Path, data: h5py.Group, name: str, n_demos: int) -> tuple[E
         )
     if "state" in obs:
         state = "obs/state"
-    elif family == "libero" and "ee_states" in obs and "gripper_states" in obs:
-        state = "ee_states+gripper_states"
+    elif layout.derived_state and all(k in obs for k in layout.derived_state):
+        state = "+".join(layout.derived_state)
     else:
-        raise ValueError(f"{where}: obs/state is missing (and no obs/ee_states + obs/gripper_states to derive it)")
+        derive = " + ".join(f"obs/{k}" for k in layout.derived_state) or "obs/ee_states + obs/gripper_states"
+        raise ValueError(f"{where}: obs/state is missing (and no {derive} to derive it)")
     orientation = stored_orientation(path, data.attrs, family)
     labels = {}
     if "instance_labels" in demo.attrs:

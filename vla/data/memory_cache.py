@@ -6,25 +6,18 @@ with the episode's EnvSpec (a mobile base for the house, an arm for LIBERO: the 
 follows, as at inference) -- and the ``memory/*`` entries after fusing steps ``0..t`` are stored for
 every step ``t``: exactly what the transform adds to observation ``t`` in a rollout.
 
-One HDF5 file per episode under ``root``, named ``<episode>-<key>.hdf5``, where the key hashes the
-:class:`MemoryInputsConfig`, the source file's path, size and mtime, the episode and its camera: a
-changed config or file gets a new key, so a stale cache is never read. Writes are atomic (a
-temporary file, then ``os.replace``), so a killed build loses at most the episodes in flight, and
-:meth:`build` skips episodes already cached. Entries are built lazily on first access (in whatever
-process asks: a data-loader worker) or eagerly with a progress bar (:meth:`build`, ``workers``
-processes).
-
-File layout: one dataset per entry key (``frames``, ``topdown``, ``agent/point``, ``objects/id``,
-``text``, ...). Numbers and strings are (T,) datasets; arrays are concatenated along their first
-axis with ``_offsets/<key>`` (T+1,) giving step ``t``'s rows (object tables vary in length; a map
-is ``H`` rows of one chunk); unicode arrays are stored as UTF-8 strings. Arrays of more than 4 kB
-per step are compressed.
+One HDF5 file per episode under ``root``, named ``<episode>-<key>.hdf5``, where the key
+(:func:`~vla.data.memory_entries.memory_key`) hashes the :class:`MemoryInputsConfig`, the source file's
+path, size and mtime, the episode and its camera: a changed config or file gets a new key, and a file
+whose stored identity is not its name's is built again, so a stale cache is never read. Writes are
+atomic, so a killed build loses at most the episodes in flight, and :meth:`build` skips episodes
+already cached. Entries are built lazily on first access (in whatever process asks: a data-loader
+worker) or eagerly with a progress bar (:meth:`build`, ``workers`` processes). The file format is
+the one both memory caches share (:mod:`vla.data.memory_entries`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import multiprocessing as mp
 import os
 import re
@@ -39,18 +32,17 @@ import numpy as np
 from tqdm import tqdm
 
 from envs.observation import Observation
+from envs.registry import demo_layout
 from envs.spec import EnvSpec
 from spatial_memory.frame import CameraFrame
-from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
+from vla.policy import memory_inputs
+from vla.transforms.memory import MemoryInputsConfig
 
 from .handles import HandlePool, open_hdf5
 from .layout import ORIENTATIONS, EpisodeRef, reorient, reorient_K
-from .memory_entries import entry_kind, scalar
+from .memory_entries import EntryFile, memory_key, write_entries
 
-CACHE_FORMAT = 2  # 2: named objects lead the table (the instruction is passed)
 _BLOCK = 32  # frames read from the demonstration file at a time
-_COMPRESS_BYTES = 4096
-_STR = h5py.string_dtype("utf-8")
 
 
 class MemoryCache:
@@ -69,7 +61,7 @@ class MemoryCache:
         self.compression = compression
         self._pool = HandlePool(max_open)
         self._keys: dict[tuple[str, str, str], str] = {}
-        self._meta: dict[str, tuple[dict, dict, set]] = {}  # cache file -> (kinds, offsets, unicode keys)
+        self._meta: dict[str, EntryFile] = {}  # cache file -> what reading it needs
 
     def __getstate__(self) -> dict[str, Any]:
         return {"root": self.root, "config": self.config, "compression": self.compression, "_pool": self._pool}
@@ -100,8 +92,8 @@ class MemoryCache:
         cam, prefix = self.camera(ref)
         for f in ("depth", "K", "T_world_cam"):
             if f not in ref.camera_fields[cam]:
-                why = " (official LIBERO files have none; record demonstrations with record=DIR)"
-                why = why if ref.family == "libero" else ""
+                hint = demo_layout(ref.family).missing_metric_hint
+                why = f" ({hint})" if hint else ""
                 raise ValueError(f"{ref.where(f'obs/{prefix}_{f}')} is missing: the memory needs it{why}")
 
     def key(self, ref: EpisodeRef) -> str:
@@ -111,20 +103,15 @@ class MemoryCache:
                 st = os.stat(ref.path)
             except OSError as exc:
                 raise ValueError(f"{ref.path}: cannot stat the demonstration file: {exc}") from exc
-            blob = json.dumps(
-                {
-                    "format": CACHE_FORMAT,
-                    "config": self.config.to_json(),
-                    "file": ref.path,
-                    "size": st.st_size,
-                    "mtime_ns": st.st_mtime_ns,
-                    "group": ref.group,
-                    "episode": ref.id,
-                    "camera": self.camera(ref)[0],
-                },
-                sort_keys=True,
+            self._keys[k] = memory_key(
+                self.config,
+                file=ref.path,
+                size=st.st_size,
+                mtime_ns=st.st_mtime_ns,
+                group=ref.group,
+                episode=ref.id,
+                camera=self.camera(ref)[0],
             )
-            self._keys[k] = hashlib.sha256(blob.encode()).hexdigest()[:20]
         return self._keys[k]
 
     def path(self, ref: EpisodeRef) -> Path:
@@ -140,31 +127,25 @@ class MemoryCache:
         path = self.path(ref)
         if not path.exists():
             self.build_episode(ref)
-        p = str(path)
-        try:
-            f = self._pool.file(p)
-        except ValueError:  # a damaged cache file is derived data: build it again
-            path.unlink(missing_ok=True)
-            self.build_episode(ref)
-            f = self._pool.file(p)
         if not 0 <= t < ref.length:
             raise IndexError(f"{ref.where()}: step {t} out of range [0, {ref.length})")
+        p = str(path)
         meta = self._meta.get(p)
         if meta is None:
-            kinds = json.loads(f.attrs["kinds"])
-            offsets = {k: f[f"_offsets/{k}"][()] for k, kind in kinds.items() if kind == "array"}
-            unicode = {k for k in offsets if f[k].attrs.get("unicode")}
-            meta = self._meta[p] = (kinds, offsets, unicode)
-        kinds, offsets, unicode = meta
-        out: dict[str, Any] = {}
-        for k, kind in kinds.items():
-            ds = self._pool.dataset(p, k)
-            if kind == "array":
-                v = ds[offsets[k][t] : offsets[k][t + 1]]
-                out[k] = np.array([s.decode() for s in v], dtype=np.str_) if k in unicode else v
-            else:
-                out[k] = scalar(kind, ds[t])
-        return out
+            try:
+                meta = self._meta[p] = self._open(ref, p)
+            except ValueError:  # damaged, or not this episode's entries: derived data, built again
+                self._pool.forget(p)
+                path.unlink(missing_ok=True)
+                self.build_episode(ref)
+                meta = self._meta[p] = self._open(ref, p)
+        return meta.read_step(lambda k: self._pool.dataset(p, k), t)
+
+    def _open(self, ref: EpisodeRef, p: str) -> EntryFile:
+        meta = EntryFile(self._pool.file(p), self.key(ref))
+        if meta.steps != ref.length:
+            raise ValueError(f"{p}: {meta.steps} steps of memory entries, but the episode has {ref.length}")
+        return meta
 
     # ------------------------------------------------------------------ building
     def build_episode(self, ref: EpisodeRef) -> dict[str, Any]:
@@ -172,39 +153,23 @@ class MemoryCache:
         self.check(ref)
         cam, prefix = self.camera(ref)
         path = self.path(ref)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         t0 = time.perf_counter()
-        inputs = MemoryInputs(self.config, seed=zlib.crc32(ref.id.encode()))
+        inputs = memory_inputs(self.config, seed=zlib.crc32(ref.id.encode()))
         inputs.reset(EnvSpec.from_dict(ref.spec))
         obs_camera = self.config.camera or cam
-        try:
-            with open_hdf5(ref.path) as src, h5py.File(tmp, "w") as out:
-                writer = _EntryWriter(out, self.compression)
+
+        def steps() -> Iterable[dict[str, Any]]:
+            with open_hdf5(ref.path) as src:
                 for frame in _frames(src, ref, prefix):
                     obs = Observation(
                         cameras={obs_camera: frame}, state=np.zeros(0), instruction=ref.instruction, step=frame.step
                     )
                     inputs.integrate(obs)
-                    writer.append(inputs.entries(obs.instruction))  # as the live transform: named objects first
-                writer.flush()
-                if writer.steps != ref.length:
-                    raise ValueError(f"{ref.where()}: replayed {writer.steps} frames, expected {ref.length}")
-                out.attrs.update(
-                    format=CACHE_FORMAT,
-                    key=self.key(ref),
-                    config=self.config.to_json(),
-                    source=ref.path,
-                    group=ref.group,
-                    episode=ref.id,
-                    camera=cam,
-                    length=ref.length,
-                    kinds=json.dumps(writer.kinds),
-                )
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+                    yield inputs.entries(obs.instruction)  # as the live transform: named objects first
+
+        self._pool.forget(str(path))
+        attrs = dict(source=ref.path, group=ref.group, episode=ref.id, camera=cam, length=ref.length)
+        write_entries(path, steps(), self.key(ref), self.config, attrs, self.compression, expect=ref.length)
         self._pool.forget(str(path))
         self._meta.pop(str(path), None)
         return {"episode": ref.id, "frames": ref.length, "seconds": time.perf_counter() - t0}
@@ -282,72 +247,3 @@ def _frames(src: h5py.File, ref: EpisodeRef, prefix: str) -> Iterable[CameraFram
             except ValueError as exc:
                 where = ref.where(f"obs/{prefix}_*")
                 raise ValueError(f"{where}: step {start + j} is not a valid frame: {exc}") from exc
-
-
-class _EntryWriter:
-    """Collects steps' entries and appends them to resizable datasets, ``flush_every`` steps at a
-    time (one h5py write per key and block: per-step writes cost more than the memory itself)."""
-
-    def __init__(self, f: h5py.File, compression: str, flush_every: int = 64) -> None:
-        self.f, self.compression, self.flush_every = f, compression, int(flush_every)
-        self.kinds: dict[str, str] = {}
-        self.steps = 0  # steps appended (flushed or not)
-        self._buffer: dict[str, list[Any]] = {}
-        self._written = 0  # steps flushed
-
-    def _create(self, k: str, value: Any) -> None:
-        kind = entry_kind(k, value)
-        self.kinds[k] = kind
-        if kind == "array":
-            unicode = value.dtype.kind == "U"
-            rest = value.shape[1:]
-            big = not unicode and value.nbytes > _COMPRESS_BYTES
-            chunks = (max(value.shape[0], 1),) + rest if big else True
-            ds = self.f.create_dataset(
-                k, shape=(0,) + rest, maxshape=(None,) + rest, dtype=_STR if unicode else value.dtype,
-                chunks=chunks, compression=self.compression if big else None,
-            )  # fmt: skip
-            ds.attrs["unicode"] = unicode
-            self.f.create_dataset(f"_offsets/{k}", shape=(1,), maxshape=(None,), dtype=np.int64, chunks=True)
-        else:
-            dtype = {"str": _STR, "bool": np.bool_, "int": np.int64, "float": np.float64}[kind]
-            self.f.create_dataset(k, shape=(0,), maxshape=(None,), dtype=dtype, chunks=True)
-
-    def append(self, entries: dict[str, Any]) -> None:
-        if self.steps == 0:
-            for k, v in entries.items():
-                self._create(k, v)
-                self._buffer[k] = []
-        if set(entries) != set(self.kinds):
-            raise ValueError(
-                f"memory entries changed keys at step {self.steps}: {sorted(entries)} vs {sorted(self.kinds)}"
-            )
-        for k, v in entries.items():
-            self._buffer[k].append(v)
-        self.steps += 1
-        if self.steps - self._written >= self.flush_every:
-            self.flush()
-
-    def flush(self) -> None:
-        n_new = self.steps - self._written
-        if n_new == 0:
-            return
-        for k, rows in self._buffer.items():
-            ds = self.f[k]
-            if self.kinds[k] == "array":
-                lengths = np.array([len(r) for r in rows], dtype=np.int64)
-                block = np.concatenate(rows)
-                if block.dtype.kind == "U":
-                    block = block.astype(object)
-                n = ds.shape[0]
-                ds.resize(n + len(block), axis=0)
-                if len(block):
-                    ds[n:] = block
-                off = self.f[f"_offsets/{k}"]
-                off.resize(self.steps + 1, axis=0)
-                off[self._written + 1 :] = n + np.cumsum(lengths)
-            else:
-                ds.resize(self.steps, axis=0)
-                ds[self._written :] = np.array(rows, dtype=object if self.kinds[k] == "str" else ds.dtype)
-            rows.clear()
-        self._written = self.steps

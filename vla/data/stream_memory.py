@@ -14,21 +14,19 @@ what the memory agent computes its answers from, in words, for a model to read.
 
 Fusing a stream takes seconds; the questions of a scene share one stream, so
 :class:`StreamMemoryCache` keeps what it fused: in memory (the last ``lru`` streams) and, with a
-``root``, on disk -- one ``.npz`` per question's entries (``q``-prefixed), named by a hash of the
-memory config, the content of the stream's files and of the question's view and red boxes, its
-subtask, prompt and public metadata: never of an id or a path, so a question and its agent's blind
-view (:meth:`Question.for_agent`, which names files by content), training and eval share the entry,
-and a changed config, stream or view is never served stale.
-Files are written atomically (a temporary file, then ``os.replace``) and read without pickle; a
-damaged file is derived data and is fused again. A training run's data-loader workers and
-``vla-gst eval`` share one such directory.
+``root``, on disk -- one ``.hdf5`` file per question's entries (``q``-prefixed), in the format and
+under the identity both memory caches share (:mod:`vla.data.memory_entries`): named by
+:func:`~vla.data.memory_entries.memory_key` of the memory config, the content of the stream's files and
+of the question's view and red boxes, its subtask, prompt and public metadata: never of an id or a
+path, so a question and its agent's blind view (:meth:`Question.for_agent`, which names files by
+content), training and eval share the entry, and a changed config, stream or view is never served
+stale. A damaged file, or one whose stored identity is not its name's, is derived data and is fused
+again. A training run's data-loader workers and ``vla-gst eval`` share one such directory. (Caches
+written before this format, ``.npz`` files, are not read; delete them.)
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -37,13 +35,11 @@ import numpy as np
 
 from envs.observation import Observation
 from vla.gst.question import PUBLIC_META, MediaRef, Question, content_token
+from vla.policy import memory_inputs
 from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 
-from .layout import house_spec, implied_spec
-from .memory_entries import entry_kind, scalar
-
-FORMAT = 1
-_KINDS = "__kinds__"
+from .layout import implied_spec
+from .memory_entries import memory_key, read_entries, write_entries
 
 
 QUESTION_MEDIA = ("current_sensors", "current_view", "boxes")  # what a question's entries read besides its stream
@@ -58,9 +54,9 @@ def fused_stream(q: Question, memory: MemoryInputsConfig | dict, stream_key: str
     """A memory transform that has fused the question's sensor stream (its clip's, for Traj)."""
     cfg = MemoryInputsConfig.from_any(memory)
     stream_key = stream_key or stream_key_of(q)
-    inputs = MemoryInputs(cfg, seed=0)
+    inputs = memory_inputs(cfg, seed=0)
     libero = q.scene.startswith("libero")
-    inputs.reset(implied_spec("libero", [], {}, 7, 8) if libero else house_spec([], {}))
+    inputs.reset(implied_spec("libero", [], {}, 7, 8) if libero else implied_spec("house", [], {}, 3, 3))
     camera = cfg.camera or "ego"
     for f in q.get(stream_key):
         inputs.integrate(Observation(cameras={camera: f}, state=np.zeros(0), instruction="", step=f.step))
@@ -140,11 +136,10 @@ class StreamMemoryCache:
         content = _content(q, stream_key or stream_key_of(q))
         if content is None:
             return None
-        blob = json.dumps({"format": FORMAT, "config": self.config.to_json(), "content": content}, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:24]
+        return memory_key(self.config, 24, content=content)
 
     def path(self, key: str) -> Path | None:
-        return self.root / f"{key}.npz" if self.root is not None else None
+        return self.root / f"{key}.hdf5" if self.root is not None else None
 
     def entries(self, q: Question, stream_key: str | None = None) -> dict[str, Any]:
         """The memory inputs after the question's stream: from memory, from disk, or fused now."""
@@ -170,10 +165,7 @@ class StreamMemoryCache:
         # and its agent's blind view, training and eval, share the entry)
         media = {k: _content(q, k) for k in QUESTION_MEDIA if k in q.media}
         meta = {k: q.meta.get(k) for k in PUBLIC_META}
-        blob = json.dumps(
-            {"stream": skey, "subtask": q.subtask, "prompt": q.prompt, "meta": meta, "media": media}, sort_keys=True
-        )
-        key = "q" + hashlib.sha256(blob.encode()).hexdigest()[:24]
+        key = "q" + memory_key(self.config, 24, stream=skey, subtask=q.subtask, prompt=q.prompt, meta=meta, media=media)
 
         def compute() -> dict[str, Any]:
             inputs = self._streams.get(skey)
@@ -206,36 +198,9 @@ class StreamMemoryCache:
     # ------------------------------------------------------------------ disk
     def _load(self, key: str) -> dict[str, Any] | None:
         path = self.path(key)
-        if path is None or not path.exists():
-            return None
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                kinds = json.loads(str(z[_KINDS]))
-                return {k: _decode(z[k], kind) for k, kind in kinds.items()}
-        except (OSError, ValueError, KeyError):  # damaged: fuse again (and overwrite)
-            return None
+        return None if path is None else read_entries(path, key)
 
     def _save(self, key: str, entries: dict[str, Any]) -> None:
         path = self.path(key)
-        if path is None:
-            return
-        arrays, kinds = {}, {}
-        for k, v in entries.items():
-            kinds[k], arrays[k] = _encode(k, v)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
-        try:
-            np.savez(tmp, **{_KINDS: np.array(json.dumps(kinds))}, **arrays)
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-
-
-def _encode(key: str, v: Any) -> tuple[str, np.ndarray]:
-    kind = entry_kind(key, v)
-    return kind, (v if kind == "array" else np.array(v))
-
-
-def _decode(a: np.ndarray, kind: str) -> Any:
-    return a if kind == "array" else scalar(kind, a[()])
+        if path is not None:
+            write_entries(path, [entries], key, self.config)

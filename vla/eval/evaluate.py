@@ -26,13 +26,14 @@ from typing import Any
 from tqdm import tqdm
 
 from envs.registry import list_tasks, protocol_trials, require
+from spatial_memory.atomic import write_json_atomic
 
 from ..rollout.record import merge_demos
 from .backends import run_episodes
 from .identity import check_identity, clean_temporaries, run_identity
 from .runner import EvalSpec, build_subscribers, seed_everything, suite_name
 from .shard import select_shard, write_plan
-from .store import EpisodeStore, InfraLog, infra_summary, summarize, write_json_atomic
+from .store import EpisodeStore, InfraLog, infra_summary, summarize
 
 
 class RunStopped(ValueError):

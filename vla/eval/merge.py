@@ -20,8 +20,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from spatial_memory.atomic import write_json_atomic
 from .shard import parse_shard, read_plan
-from .store import REQUIRED, infra_summary, summarize, write_json_atomic
+from .store import REQUIRED, infra_summary, summarize
 
 SHOWN = 20  # pairs listed in an error
 

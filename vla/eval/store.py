@@ -164,12 +164,3 @@ def summarize(records: list[dict[str, Any]], tasks: dict[int, str], header: dict
 
 
 METRICS = ("spl", "reached", "path_m", "geodesic_m")  # house: SPL, "passing by counts" success, path lengths
-
-
-def write_json_atomic(path: str | Path, obj: Any) -> None:
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)

@@ -18,8 +18,7 @@ from typing import Any
 from .backbone import ModelConfig
 from .inputs import InputConfig
 from .config import EXTRA_FILE, POLICY_FILE, STATS_FILE, PolicyConfig
-
-from .weights import WEIGHTS_FILE as CHECKPOINT_FILE  # a training checkpoint's weights (vla/train/checkpoint.py)
+from .config import WEIGHTS_FILE as CHECKPOINT_FILE  # a training checkpoint's weights (vla/train/checkpoint.py)
 
 
 def __getattr__(name: str):
@@ -167,13 +166,18 @@ def read_policy_config(path: str | Path) -> PolicyConfig:
 
 
 def memory_inputs(policy: Any, seed: int | tuple = 0, always: bool = False):
-    """The per-session memory inputs of a policy (a loaded policy, its :class:`PolicyConfig`, or a policy
-    directory): a fresh :class:`~vla.transforms.memory.MemoryInputs` built from the memory config the
-    policy was trained with -- what every place that runs the policy (the in-process agent, the server,
-    offline GST answers) feeds it. None when the policy reads no memory, unless ``always`` (a memory the
-    agent answers from): then the defaults."""
+    """The one factory of per-session memory inputs: a fresh :class:`~vla.transforms.memory.MemoryInputs`.
+
+    ``policy`` is a loaded policy, its :class:`PolicyConfig` or a policy directory (the inputs are built
+    from the memory config the policy was trained with -- what every place that runs the policy, the
+    in-process agent, the server, offline GST answers, feeds it), or a memory-inputs config itself
+    (a :class:`~vla.transforms.memory.MemoryInputsConfig` or its dict: the memory agent's own, the caches
+    of recorded data). None when a policy reads no memory, unless ``always`` (a memory the agent answers
+    from): then the defaults."""
     from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 
+    if isinstance(policy, (MemoryInputsConfig, dict)):
+        return MemoryInputs(MemoryInputsConfig.from_any(policy), seed=seed)
     if isinstance(policy, (str, Path)):
         pcfg = read_policy_config(policy)
     else:

@@ -12,6 +12,7 @@ from .inputs import InputConfig
 
 POLICY_FILE = "vla_policy.json"
 STATS_FILE = "dataset_statistics.json"
+WEIGHTS_FILE = "policy_state.safetensors"  # a training checkpoint's weights (vla/policy/weights.py)
 EXTRA_FILE = "vla_extra.safetensors"  # an export's parameters outside the backbone (proprio projector, queries)
 DECODINGS = ("autoregressive", "parallel")
 

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import torch
 
-WEIGHTS_FILE = "policy_state.safetensors"
+from .config import WEIGHTS_FILE
+
+__all__ = ["WEIGHTS_FILE", "canonical_keys", "load_weights", "save_weights"]
 
 
 def canonical_keys(module: torch.nn.Module) -> list[str]:

@@ -9,8 +9,8 @@ was wrong, then the connection closes with code 1011 (openpi's client raises wit
 
 Observation keys are openpi's (its LIBERO example sends ``observation/image``,
 ``observation/wrist_image``, ``observation/state``, ``prompt``); a per-env **key map**
-(``configs/openpi/<env>.yaml``, or ``openpi_keys=`` on the server) names the key of our
-observation dict (``EnvSpec.features``) each one becomes. The server needs to know the env
+(:class:`~vla.openpi_keys.KeyMap`: ``configs/openpi/<env>.yaml``, or ``openpi_keys=`` on the server)
+names the key of our observation dict (``EnvSpec.features``) each one becomes. The server needs to know the env
 (``vla-serve env=<name>``): its action space, state layout and cameras. A connection's session
 spec is that env's, with the cameras the client sends (at the size it sends them) and nothing
 else; what a camera of ours has and openpi's clients do not send is filled in: depth 0 (invalid:
@@ -34,14 +34,13 @@ import numpy as np
 import websockets
 
 from envs.spec import ArraySpec, CameraSpec, EnvSpec
+from vla.openpi_keys import KeyMap
 
 from . import protocol as P
 from .host import OpenpiHost
 from .wire import WireError, pack_openpi
 
 log = logging.getLogger("vla.serve")
-
-CAMERA_FIELDS = ("rgb", "depth", "K", "T_world_cam", "instance", "label_ids", "label_names")
 
 
 def nominal_K(height: int, width: int) -> np.ndarray:
@@ -50,94 +49,50 @@ def nominal_K(height: int, width: int) -> np.ndarray:
     return np.array([[f, 0.0, width / 2.0], [0.0, f, height / 2.0], [0.0, 0.0, 1.0]])
 
 
-class KeyMap:
-    """openpi observation key -> our observation key, for one env family (see the module doc)."""
+def session_spec(km: KeyMap, env: EnvSpec, obs: dict[str, Any]) -> EnvSpec:
+    """The spec of a session of openpi observations like ``obs`` (see the module doc)."""
+    cams: dict[str, dict[str, Any]] = {}
+    sensors: dict[str, ArraySpec] = {}
+    for theirs, ours in km.keys.items():
+        if theirs not in obs:
+            continue
+        parts = ours.split("/")
+        if parts[0] == "cameras" and (not env.cameras or parts[1] in env.camera_names):
+            cams.setdefault(parts[1], {})[parts[2]] = obs[theirs]
+        elif parts[0] == "sensors":
+            v = np.asarray(obs[theirs])
+            sensors[parts[1]] = ArraySpec(v.shape, v.dtype.str if v.dtype.kind in "biufU" else "float64")
+    cameras = []
+    for name, fields in cams.items():
+        rgb = fields.get("rgb")
+        if not isinstance(rgb, np.ndarray) or rgb.ndim != 3:
+            shown = getattr(rgb, "shape", type(rgb).__name__)
+            raise P.bad(f"openpi observation: camera {name!r}'s image must be an (H, W, 3) array, got {shown}")
+        h, w = rgb.shape[:2]
+        cameras.append(CameraSpec(name, h, w, depth="depth" in fields, instance="instance" in fields))
+    return EnvSpec(env.family, env.action, env.state, tuple(cameras), sensors, dict(env.task), dict(env.info))
 
-    def __init__(self, keys: dict[str, str], family: str = "") -> None:
-        if not isinstance(keys, dict) or not keys:
-            raise ValueError(f"an openpi key map is a non-empty map of openpi key -> observation key, got {keys!r}")
-        self.family = family
-        self.keys = {str(k): str(v) for k, v in keys.items()}
-        for ours in self.keys.values():
-            parts = ours.split("/")
-            ok = ours in ("prompt", "state") or (parts[0] == "sensors" and len(parts) == 2 and parts[1])
-            ok = ok or (len(parts) == 3 and parts[0] == "cameras" and parts[1] and parts[2] in CAMERA_FIELDS)
-            if not ok:
-                raise ValueError(
-                    f"openpi key map: {ours!r} is not an observation key (prompt, state, sensors/<name>, "
-                    f"cameras/<name>/<{'|'.join(CAMERA_FIELDS)}>)"
-                )
-        if len(set(self.keys.values())) != len(self.keys):
-            raise ValueError("openpi key map: two openpi keys map to the same observation key")
-        self.openpi_of = {v: k for k, v in self.keys.items()}
-        self.prompt_key = self.openpi_of.get("prompt")
 
-    @classmethod
-    def for_env(cls, family: str, override: dict[str, str] | None = None) -> "KeyMap":
-        """The key map given, else the one declared for ``family`` in ``configs/openpi/``."""
-        if override:
-            return cls(dict(override), family)
-        from vla.config import CONFIG_DIR
-
-        path = CONFIG_DIR / "openpi" / f"{family}.yaml"
-        if not path.is_file():
-            known = sorted(p.stem for p in path.parent.glob("*.yaml"))
-            raise ValueError(
-                f"no openpi key map for the {family!r} env (declared: {known}); pass openpi_keys={{openpi_key: key}}"
-            )
-        from omegaconf import OmegaConf
-
-        return cls(OmegaConf.to_container(OmegaConf.load(path)), family)
-
-    # ------------------------------------------------------------------ server side
-    def session_spec(self, env: EnvSpec, obs: dict[str, Any]) -> EnvSpec:
-        """The spec of a session of openpi observations like ``obs`` (see the module doc)."""
-        cams: dict[str, dict[str, Any]] = {}
-        sensors: dict[str, ArraySpec] = {}
-        for theirs, ours in self.keys.items():
-            if theirs not in obs:
-                continue
-            parts = ours.split("/")
-            if parts[0] == "cameras" and (not env.cameras or parts[1] in env.camera_names):
-                cams.setdefault(parts[1], {})[parts[2]] = obs[theirs]
-            elif parts[0] == "sensors":
-                v = np.asarray(obs[theirs])
-                sensors[parts[1]] = ArraySpec(v.shape, v.dtype.str if v.dtype.kind in "biufU" else "float64")
-        cameras = []
-        for name, fields in cams.items():
-            rgb = fields.get("rgb")
-            if not isinstance(rgb, np.ndarray) or rgb.ndim != 3:
-                shown = getattr(rgb, "shape", type(rgb).__name__)
-                raise P.bad(f"openpi observation: camera {name!r}'s image must be an (H, W, 3) array, got {shown}")
-            h, w = rgb.shape[:2]
-            cameras.append(CameraSpec(name, h, w, depth="depth" in fields, instance="instance" in fields))
-        return EnvSpec(env.family, env.action, env.state, tuple(cameras), sensors, dict(env.task), dict(env.info))
-
-    def observation(self, obs: dict[str, Any], spec: EnvSpec, step: int) -> dict[str, Any]:
-        """Our observation dict of an openpi observation (keys renamed, missing camera fields filled)."""
-        unknown = sorted(k for k in obs if k not in self.keys)
-        if unknown:
-            raise P.bad(f"openpi observation has key(s) {unknown[:8]} that the key map does not name: {self.keys}")
-        d: dict[str, Any] = {"step": int(step)}
-        for theirs, ours in self.keys.items():
-            if theirs not in obs:
-                continue
-            parts = ours.split("/")
-            if parts[0] == "cameras" and parts[1] not in spec.camera_names:
-                continue  # a camera this env does not have
-            d[ours] = obs[theirs]
-        d.setdefault("prompt", str(spec.task.get("instruction", "")))
-        for cam in spec.cameras:
-            p = f"cameras/{cam.name}/"
-            d.setdefault(p + "depth", np.zeros((cam.height, cam.width), np.float32))
-            d.setdefault(p + "K", nominal_K(cam.height, cam.width))
-            d.setdefault(p + "T_world_cam", np.eye(4))
-        return d
-
-    # ------------------------------------------------------------------ client side
-    def openpi_observation(self, ours: dict[str, Any]) -> dict[str, Any]:
-        """An openpi observation of our observation dict (only the keys the map names)."""
-        return {theirs: ours[o] for theirs, o in self.keys.items() if o in ours}
+def observation(km: KeyMap, obs: dict[str, Any], spec: EnvSpec, step: int) -> dict[str, Any]:
+    """Our observation dict of an openpi observation (keys renamed, missing camera fields filled)."""
+    unknown = sorted(k for k in obs if k not in km.keys)
+    if unknown:
+        raise P.bad(f"openpi observation has key(s) {unknown[:8]} that the key map does not name: {km.keys}")
+    d: dict[str, Any] = {"step": int(step)}
+    for theirs, ours in km.keys.items():
+        if theirs not in obs:
+            continue
+        parts = ours.split("/")
+        if parts[0] == "cameras" and parts[1] not in spec.camera_names:
+            continue  # a camera this env does not have
+        d[ours] = obs[theirs]
+    d.setdefault("prompt", str(spec.task.get("instruction", "")))
+    for cam in spec.cameras:
+        p = f"cameras/{cam.name}/"
+        d.setdefault(p + "depth", np.zeros((cam.height, cam.width), np.float32))
+        d.setdefault(p + "K", nominal_K(cam.height, cam.width))
+        d.setdefault(p + "T_world_cam", np.eye(4))
+    return d
 
 
 def _prompt(km: KeyMap, obs: dict[str, Any], env: EnvSpec) -> str:
@@ -196,9 +151,9 @@ async def _serve(server: OpenpiHost, conn: Any, env: Any, keymap: Any, unusable:
                 raise P.bad(f"an openpi observation is a map of keys to values, got {type(obs).__name__}")
             text = _prompt(keymap, obs, env)
             if spec is None or text != prompt:  # a new episode: the connection's first, or a new task
-                spec, prompt, step = keymap.session_spec(env, obs), text, 0
+                spec, prompt, step = session_spec(keymap, env, obs), text, 0
                 await server.start_episode(conn, prompt, spec, None)
-            action, timing = await server.step(conn, conn.session, keymap.observation(obs, spec, step))
+            action, timing = await server.step(conn, conn.session, observation(keymap, obs, spec, step))
             step += 1
             actions = np.asarray(action, dtype=np.float64)
             timing["infer_ms"] = timing.get("infer_ms", 0.0)

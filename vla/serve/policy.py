@@ -200,9 +200,9 @@ class ModelSessions:
     def reset(self, session: str, instruction: str, spec: EnvSpec, seed: Any = None) -> None:
         self.specs.pop(session, None)
         if self.memory_cfg is not None:
-            from ..transforms.memory import MemoryInputs
+            from ..policy import memory_inputs
 
-            inputs = self.inputs.get(session) or MemoryInputs(self.memory_cfg)
+            inputs = self.inputs.get(session) or memory_inputs(self.memory_cfg)
             if seed is not None:
                 inputs.seed(tuple(seed) if isinstance(seed, list) else seed)
             inputs.reset(spec)
