@@ -127,6 +127,7 @@ def test_count_is_the_number_of_instances_of_the_category_in_the_image(house):
         ids = {int(i) for i in np.unique(v.frame.instance) if i > 0}
         n = sum(1 for o in truth.objects if o.category == q.meta["category"] and o.instance_id in ids)
         assert q.truth == n and q.answer == str(n)
+    assert len({q.truth for _, q in _of(items, "count")}) >= 2  # not one answer for every question
 
 
 def test_camera_motion_is_the_move_between_the_two_poses(house):
@@ -254,3 +255,98 @@ def test_bad_sets_and_scores_are_refused(tmp_path, capsys):
         SpatialQASource(tmp_path / "empty")
     assert main(["spatial-score", f"data={tmp_path}/empty"]) == 2
     assert "predictions=FILE or baseline" in capsys.readouterr().err
+
+
+def _png_scene(opts, scene):
+    """A stand-in renderer writing real PNGs (the data source is what is under test)."""
+    import io
+
+    import imageio.v3 as iio
+
+    k = int(scene["name"].rsplit("/", 1)[-1])
+    buf = io.BytesIO()
+    iio.imwrite(buf, np.full((8, 8, 3), k % 251, np.uint8), extension=".png")
+    one = {"task": "count", "scene": scene["name"], "prompt": "<image>\nHow many?", "images": [f"images/{k}.png"]}
+    two = {"task": "camera_motion", "scene": scene["name"], "prompt": "<image> <image>\nMoved?"}
+    rows = [
+        {**one, "id": f"s{k}-0", "answer": "2", "truth": 2, "meta": {}},
+        {**two, "id": f"s{k}-1", "images": [f"images/{k}.png"] * 2, "answer": "0.5 0.0 10", "truth": [0.5, 0, 10]},
+    ]
+    return {"rows": rows, "files": {f"images/{k}.png": buf.getvalue()}, "views": 1, "seconds": 0.0}
+
+
+def test_spatial_sets_are_visual_qa_samples_split_by_scene(tmp_path, monkeypatch):
+    from vla.data import split_by_episode
+    from vla.data.spatial_qa import SpatialQASource
+
+    monkeypatch.setattr(G, "encode_scene", _png_scene)
+    G.generate({"split": "train", "scenes": 6, "out": str(tmp_path), "progress": False})
+    src = SpatialQASource(tmp_path / "train")
+    assert len(src) == 12 and len(src.episodes()) == 6
+    s = src.sample(5)
+    assert s.kind == "qa" and s.answer == "0.5 0.0 10" and len(s.images) == 2 and s.images[0].shape == (8, 8, 3)
+    assert s.episode == "house/train/2" and int(s.images[0][0, 0, 0]) == 2
+    train, val = split_by_episode(src, 0.3, seed=0)
+    assert set(train.episodes()).isdisjoint(val.episodes()) and len(train) + len(val) == 12
+    assert len(SpatialQASource(tmp_path / "train", tasks=["count"])) == 6
+    with pytest.raises(ValueError, match="unknown spatial task type"):
+        SpatialQASource(tmp_path / "train", tasks=["colour"])
+
+
+@pytest.mark.slow
+def test_generate_train_evaluate_and_baseline_end_to_end(tmp_path):
+    """vla-data spatial (a real apartment) -> vla-train data=spatial (a few steps) -> spatial-eval -> baseline."""
+    import subprocess
+
+    from tests.conftest import VENV_BIN, cli_env
+
+    def run(*args):
+        r = subprocess.run([str(VENV_BIN / args[0]), *args[1:]], capture_output=True, text=True, env=cli_env())
+        assert r.returncode == 0, r.stderr[-3000:]
+        return r.stdout
+
+    common = [
+        "family=house",
+        "resolution=48",
+        "views=2",
+        "use_meshes=false",
+        f"out={tmp_path / 'set'}",
+        "progress=false",
+    ]
+    run("vla-data", "spatial", "split=train", "scenes=1", *common)
+    run("vla-data", "spatial", "split=test", "scenes=1", *common)
+    out = run(
+        "vla-train",
+        "model=tiny_qwen2_5_vl",
+        "model.image_size=56",
+        "policy=house",
+        "policy.inputs.cameras=[]",
+        "data=spatial",
+        f"data.paths=[{tmp_path / 'set' / 'train'}]",
+        "data.val_fraction=0",
+        "train.steps=2",
+        "train.batch_size=2",
+        "train.loader_workers=0",
+        "train.val_every=0",
+        "train.plot=false",
+        f"out={tmp_path / 'run'}",
+        "progress=false",
+    )
+    assert "2 steps" in out
+    ev = run(
+        "vla-data",
+        "spatial-eval",
+        f"checkpoint={tmp_path / 'run' / 'policy'}",
+        f"data={tmp_path / 'set' / 'test'}",
+        f"out={tmp_path / 'eval'}",
+        "limit=3",
+        "max_new_tokens=8",
+        "progress=false",
+    )
+    scores = json.loads((tmp_path / "eval" / "scores.json").read_text())
+    assert scores["questions"] == 3 and scores["missing"] == 0 and "overall" in ev
+    assert len((tmp_path / "eval" / "predictions.jsonl").read_text().splitlines()) == 3
+    base = run(
+        "vla-data", "spatial-score", f"data={tmp_path / 'set' / 'test'}", f"baseline={tmp_path / 'set' / 'train'}"
+    )
+    assert "spatial: overall" in base

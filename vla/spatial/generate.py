@@ -61,6 +61,7 @@ class SpatialOptions:
     scenes: int = 10  # scenes of the split, from first_scene
     first_scene: int = 0
     suite: str = "libero_goal"  # family=libero
+    libero_tasks: list[int] | None = None  # family=libero: the suite's task ids the scenes cycle over (None: all)
     resolution: int = 112  # image height = width
     views: int = 4  # rendered views per apartment (a LIBERO scene has one, its agentview frame)
     tasks: tuple[str, ...] = TASKS  # the task types asked
@@ -133,7 +134,13 @@ def scene_list(opts: SpatialOptions) -> list[dict[str, Any]]:
     from envs.libero import suites as S
 
     S.check_suite(opts.suite)
-    tasks = len(S.task_infos(opts.suite))
+    ids = list(range(len(S.task_infos(opts.suite))))
+    if opts.libero_tasks is not None:
+        bad = [t for t in opts.libero_tasks if t not in ids]
+        if bad or not opts.libero_tasks:
+            raise ValueError(f"libero_tasks {list(opts.libero_tasks)}: {opts.suite} has task ids 0..{len(ids) - 1}")
+        ids = [int(t) for t in opts.libero_tasks]
+    tasks = len(ids)
     lo, hi = LIBERO_TRIALS[opts.split]
     if first + n > tasks * (hi - lo):
         raise ValueError(
@@ -143,7 +150,7 @@ def scene_list(opts: SpatialOptions) -> list[dict[str, Any]]:
     env.update(cameras=["agentview"], depth=True, segmentation=True)
     out = []
     for i in range(first, first + n):
-        task, trial = i % tasks, lo + i // tasks
+        task, trial = ids[i % tasks], lo + i // tasks
         out.append({"name": f"libero/{opts.suite}/task{task}/trial{trial}", "env": env, "task": task, "trial": trial})
     return out
 
@@ -187,31 +194,51 @@ def _house_views(env, opts: dict[str, Any], rng, min_pixels: int) -> list[tuple[
     return out
 
 
-def scene_items(opts: dict[str, Any], scene: dict[str, Any]) -> tuple[list[Item], int]:
-    """One scene's questions (a worker's job with backend=ray) and the number of views rendered."""
+_ENV: dict[str, Any] = {}  # this process's last env (a LIBERO env takes minutes to build; its scenes share it)
+
+
+def _env_for(scene: dict[str, Any]):
     from envs.registry import make_env
 
+    key = json.dumps([scene["env"], scene["task"]], sort_keys=True)
+    if _ENV.get("key") != key:
+        close_env()
+        _ENV.update(key=key, env=make_env(scene["env"], int(scene["task"])))
+    return _ENV["env"]
+
+
+def close_env() -> None:
+    env = _ENV.pop("env", None)
+    _ENV.pop("key", None)
+    if env is not None:
+        env.close()
+
+
+def scene_items(opts: dict[str, Any], scene: dict[str, Any]) -> tuple[list[Item], int]:
+    """One scene's questions (a worker's job with backend=ray) and the number of views rendered. The
+    env is kept for the next scene of the same task (LIBERO: other sampled placements)."""
     rng = _rng(opts, scene["name"])
     res = int(opts["resolution"])
     min_pixels = int(opts["min_pixels"]) or max(4, round(0.003 * res * res))
     quota = {t: int(opts["per_view"]) for t in SINGLE_VIEW if t in opts["tasks"]}
-    env = make_env(scene["env"], int(scene["task"]))
+    env = _env_for(scene)
     try:
         obs, _ = env.reset(options={"trial": int(scene["trial"])})
-        truth = env.scene_truth()
-        if opts["family"] == "house":
-            pairs = _house_views(env, opts, rng, min_pixels)
-        else:
-            frame = obs.cameras["agentview"]
-            pairs = [(View(frame, frame.T_world_cam), None)]  # LIBERO's world is the table's: no odometry frame
-        items: list[Item] = []
-        for view, moved in pairs:
-            items += view_questions(view, truth, quota, rng, min_pixels)
-            if moved is not None:
-                items.append(motion_question(view, moved))
-        return items, len(pairs)
-    finally:
-        env.close()
+    except BaseException:
+        close_env()
+        raise
+    truth = env.scene_truth()
+    if opts["family"] == "house":
+        pairs = _house_views(env, opts, rng, min_pixels)
+    else:
+        frame = obs.cameras["agentview"]
+        pairs = [(View(frame, frame.T_world_cam), None)]  # LIBERO's world is the table's: no odometry frame
+    items: list[Item] = []
+    for view, moved in pairs:
+        items += view_questions(view, truth, quota, rng, min_pixels)
+        if moved is not None:
+            items.append(motion_question(view, moved))
+    return items, len(pairs)
 
 
 def _png(img: np.ndarray) -> bytes:
@@ -291,7 +318,7 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
         tmp = rec_path.with_suffix(".tmp")
         tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
         os.replace(tmp, rec_path)
-    todo = [s for s in scenes if s["name"] not in done]
+    todo = sorted((s for s in scenes if s["name"] not in done), key=lambda s: (s["task"], s["trial"]))
     plain = {**asdict(opts), "motion": list(opts.motion), "tasks": list(opts.tasks)}
     t0, new = time.time(), 0
     with open(rec_path, "a") as rec, open(done_path, "a") as fin:
@@ -312,7 +339,10 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
             new += len(result["rows"])
 
         run_cfg = {"backend": opts.backend, "ray": opts.ray, "progress": opts.progress}
-        _run_scenes(run_cfg, encode_scene, [(plain, s) for s in todo], write, f"spatial {opts.family}/{opts.split}")
+        try:
+            _run_scenes(run_cfg, encode_scene, [(plain, s) for s in todo], write, f"spatial {opts.family}/{opts.split}")
+        finally:
+            close_env()
     seconds = time.time() - t0
     return {
         "out": str(out),

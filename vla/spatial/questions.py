@@ -221,17 +221,31 @@ class ViewQuestions:
         return None
 
     def count(self) -> Item | None:
-        ok = [c for c, ids in self.by_category.items() if all(self.present[i][1] >= self.min_pixels for i in ids)]
+        ok = {
+            c: len(ids)
+            for c, ids in self.by_category.items()
+            if all(self.present[i][1] >= self.min_pixels for i in ids)
+        }
+        ok.update({o.category: 0 for o in self.truth.objects if o.category not in self.by_category})  # none in view
         if not ok:
             return None
-        cat = sorted(ok)[int(self.rng.integers(len(ok)))]
-        n = len(self.by_category[cat])
+        # the count first (uniformly over the counts this view offers), then a category with it: most
+        # categories appear once, so drawing the category first would make "1" the answer to learn
+        counts = sorted(set(ok.values()))
+        n = counts[int(self.rng.integers(len(counts)))]
+        cats = sorted(c for c, k in ok.items() if k == n)
+        cat = cats[int(self.rng.integers(len(cats)))]
         q = (
             f"<image>\nHow many objects of the category '{label(cat)}' are visible in the image? "
             "Answer with an integer."
         )
         return Item(
-            "count", q, [self._image()], str(n), n, {"category": cat, "instances": sorted(self.by_category[cat])}
+            "count",
+            q,
+            [self._image()],
+            str(n),
+            n,
+            {"category": cat, "instances": sorted(self.by_category.get(cat, []))},
         )
 
     def ask(self, task: str) -> Item | None:
