@@ -350,3 +350,30 @@ def test_generate_train_evaluate_and_baseline_end_to_end(tmp_path):
         "vla-data", "spatial-score", f"data={tmp_path / 'set' / 'test'}", f"baseline={tmp_path / 'set' / 'train'}"
     )
     assert "spatial: overall" in base
+
+
+@pytest.mark.slow
+def test_libero_boxes_directions_and_depth_order_in_the_mirrored_agentview():
+    """LIBERO's protocol flip mirrors the agentview image (fx < 0): the same independent checks."""
+    from envs.registry import make_env
+
+    cfg = {"name": "libero", "suite": "libero_goal", "init_states": "sampled", "resolution": 96}
+    env = make_env({**cfg, "cameras": ["agentview"], "depth": True, "segmentation": True}, 0)
+    try:
+        items = []
+        for trial in (6000, 6001):
+            obs, _ = env.reset(options={"trial": trial})
+            f = obs.cameras["agentview"]
+            assert f.K[0, 0] < 0
+            v = View(f, f.T_world_cam)
+            items += [
+                (v, q)
+                for q in view_questions(v, env.scene_truth(), {t: 2 for t in ALL}, np.random.default_rng(trial), 20)
+            ]
+        truth = env.scene_truth()
+    finally:
+        env.close()
+    house = (None, truth, items)
+    test_depth_order_matches_the_depth_image_at_the_marked_pixels(house)
+    test_bbox_3d_corners_project_around_the_objects_mask(house)
+    test_direction_follows_the_objects_mask_centroids(house)
