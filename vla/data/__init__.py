@@ -3,7 +3,8 @@
 ``Sample`` / ``SampleSource`` (``sample.py``); demonstrations as action samples (``DemoSource``,
 ``demos.py``; file layouts in ``layout.py``); the spatial memory's inputs cached per episode
 (``MemoryCache``, ``memory_cache.py``); GST question sets as visual QA (``GSTQASource``,
-``gst_qa.py``) and spatial-perception question sets (``SpatialQASource``, ``spatial_qa.py``); weighted, resumable sampling over sources (``Mixture``, ``mixture.py``); train/val
+``gst_qa.py``) and spatial-perception question sets (``SpatialQASource``, ``spatial_qa.py``);
+weighted, resumable sampling over sources (``Mixture``, ``mixture.py``); train/val
 splits by episode (``split_by_episode``, ``split.py``). numpy and h5py only: every source pickles
 and survives ``fork`` (files are opened lazily per process), so a torch DataLoader can wrap it.
 """
