@@ -259,6 +259,13 @@ def tiny(text: str, variables: dict[str, str]) -> str:
         sub = text.split("vla-gst", 1)[1].split()[0]
         return "scenes=1 gen.views=1" if sub == "generate" else ""
     if p == "vla-data":
+        sub = text.split("vla-data", 1)[1].split()[0]
+        if sub == "spatial":
+            return "scenes=1 views=1 resolution=48 use_meshes=false"
+        if sub == "spatial-eval":
+            return "limit=2 max_new_tokens=8"
+        if sub == "spatial-score":
+            return ""
         return "suite=libero_goal tasks=[0] trials=1 demos_per_task=1 max_rounds=1 workers=1"
     if p in SCRIPT_ARGS:
         return SCRIPT_ARGS[p]
@@ -398,6 +405,7 @@ def compose_all(blocks: list[Block]) -> list[tuple[Command, str]]:
     from vla.config import compose
 
     primary = {"vla-rollout": "rollout", "vla-train": "train", "vla-gst": "gst", "vla-serve": "serve"}
+    primary["vla-data spatial"] = "spatial"
     failures = []
     for b in blocks:
         variables = {}
@@ -408,14 +416,16 @@ def compose_all(blocks: list[Block]) -> list[tuple[Command, str]]:
                 variables[name] = value.strip("\"'")
                 continue
             p = program(c.text)
+            if p == "vla-data" and c.text.split("vla-data", 1)[1].split()[:1] == ["spatial"]:
+                p = "vla-data spatial"
             if p not in primary or reason:
                 continue
             t = c.text
             for name, value in variables.items():
                 t = t.replace(f"${name}", value)
             t = re.sub(r"\$\w+", "gt", t)  # a loop variable: the perception profiles' first value
-            words = shlex.split(t.split(p, 1)[1])
-            if p == "vla-gst":
+            words = shlex.split(t.split(p.split()[0], 1)[1])
+            if p in ("vla-gst", "vla-data spatial"):
                 words = words[1:]  # the subcommand
             try:
                 compose(primary[p], [w for w in words if "=" in w and not w.startswith("-")])

@@ -89,6 +89,7 @@ CONFIG_GROUPS: dict[str, tuple[str, ...]] = {
     "serve": ("env", "agent", "/serve"),
     "train": ("model", "policy", "data", "train"),
     "data_gen": (),
+    "spatial": ("/ray",),
     "merge": (),
 }
 _REGISTERED: set[tuple[str, str]] = set()

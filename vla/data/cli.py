@@ -5,6 +5,15 @@
     vla-data libero suite=all ...                       # the four benchmark suites, one after another
     vla-data convert src=DIR to=no_noops|lerobot out=OUT   # LIBERO HDF5 files (official, ours) -> another format
     vla-data info src=PATH                              # what a dataset holds (LIBERO HDF5 file or dir, LeRobot v3)
+    vla-data spatial family=house|libero split=train scenes=40 out=runs/spatial [shards=N shard=K] [backend=ray]
+    vla-data spatial-eval checkpoint=DIR data=runs/spatial/test out=OUT [limit=N] [max_new_tokens=64]
+    vla-data spatial-score data=runs/spatial/test predictions=FILE|baseline=runs/spatial/train [out=OUT]
+
+``spatial`` renders views of apartments or LIBERO tabletops and asks spatial-perception questions
+answered from the scene truth (docs/SPATIAL.md; settings: configs/spatial.yaml); it resumes after a
+kill. ``spatial-eval`` answers a set with a trained policy and scores it per task type;
+``spatial-score`` scores a predictions file, or the trivial baseline (the train set's majority or
+mean answer per task type).
 
 ``libero`` runs the scripted expert over every init state of each task (in parallel, resumable:
 run the same command again after a kill), keeps the first ``demos_per_task`` successes per task in
@@ -112,7 +121,70 @@ def cmd_info(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"libero": cmd_libero, "convert": cmd_convert, "info": cmd_info}
+def cmd_spatial(argv: list[str]) -> int:
+    from vla.config import compose
+    from vla.spatial.generate import generate
+
+    r = generate(compose("spatial", argv))
+    print(
+        f"spatial: {r['questions_this_run']} questions from {r['scenes_this_run']} scenes in {r['seconds']} s "
+        f"({r['per_hour']} questions/hour); {r['questions']} questions of {r['scenes']} scenes -> {r['out']}"
+    )
+    return 0
+
+
+def _print_scores(scores: dict, out: Path | None) -> None:
+    line = ", ".join(f"{t} {v}" for t, v in scores["per_task"].items())
+    print(f"spatial: overall {scores['overall']} (macro {scores['macro']}, {scores['questions']} questions): {line}")
+    if out is not None:
+        from vla.spatial.evaluate import write_scores
+
+        print(f"-> {write_scores(out, scores)}")
+
+
+def cmd_spatial_eval(argv: list[str]) -> int:
+    from vla.spatial.evaluate import policy_predictions, score_set
+
+    kv = _kv(argv)
+    missing = [k for k in ("checkpoint", "data", "out") if k not in kv]
+    if missing:
+        raise ValueError(f"spatial-eval needs {missing} (checkpoint=DIR data=DIR out=OUT)")
+    limit = int(kv.get("limit", 0))
+    preds = policy_predictions(
+        kv["checkpoint"],
+        kv["data"],
+        kv["out"],
+        int(kv.get("max_new_tokens", 64)),
+        limit,
+        kv.get("progress", "true") == "true",
+    )
+    _print_scores(score_set(kv["data"], preds, limit), Path(kv["out"]))
+    return 0
+
+
+def cmd_spatial_score(argv: list[str]) -> int:
+    from vla.spatial.evaluate import baseline_predictions, read_predictions, score_set
+    from vla.spatial.generate import load_records
+
+    kv = _kv(argv)
+    if "data" not in kv or ("predictions" in kv) == ("baseline" in kv):
+        raise ValueError("spatial-score needs data=DIR and one of predictions=FILE or baseline=TRAIN_DIR")
+    if "predictions" in kv:
+        preds = read_predictions(kv["predictions"])
+    else:
+        preds = baseline_predictions(kv["baseline"], load_records(kv["data"]))
+    _print_scores(score_set(kv["data"], preds), Path(kv["out"]) if "out" in kv else None)
+    return 0
+
+
+COMMANDS = {
+    "libero": cmd_libero,
+    "convert": cmd_convert,
+    "info": cmd_info,
+    "spatial": cmd_spatial,
+    "spatial-eval": cmd_spatial_eval,
+    "spatial-score": cmd_spatial_score,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,14 +13,16 @@ from spatial_memory.strict import from_dict
 
 STRATEGIES = ("single", "ddp", "fsdp")
 OPTIMIZERS = ("adamw", "sgd")
-DATA_KINDS = ("demos", "gst_qa", "mixture")
+DATA_KINDS = ("demos", "gst_qa", "spatial", "mixture")
 
 
 @dataclass(frozen=True)
 class DataConfig:
     """Where samples come from. ``kind=demos``: recorded demonstrations (``record=`` files or the official
     LIBERO HDF5) under ``paths``; ``gst_qa``: GST question sets (``vla-gst generate`` directories) as
-    visual QA; ``mixture``: ``parts``, each a dict of these fields plus ``weight``. Memory inputs for
+    visual QA; ``spatial``: spatial-perception question sets (``vla-data spatial`` split directories,
+    ``tasks`` keeps some task types); ``mixture``: ``parts``, each a dict of these fields plus ``weight``.
+    Memory inputs for
     demonstrations (``memory``: MemoryInputsConfig fields; None = off unless the policy reads the memory)
     are computed by replaying each episode through the memory transform, cached in ``cache_dir``."""
 
@@ -33,6 +35,7 @@ class DataConfig:
     memory: dict[str, Any] | None = None
     cache_dir: str | None = None  # memory-input cache (default: <out>/memory_cache)
     max_video_frames: int = 8  # gst_qa: video frames shown without memory inputs
+    tasks: list[str] | None = None  # spatial: the task types kept (None: all)
     parts: list[dict[str, Any]] = field(default_factory=list)
     weight: float = 1.0
 

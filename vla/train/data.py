@@ -40,6 +40,12 @@ def build_source(
         cache = (Path(cfg.cache_dir) if cfg.cache_dir else cache_root) if mem_cfg is not None else None
         frames = cfg.max_video_frames
         return GSTQASource(cfg.paths[0], cfg.key or "gst_qa", memory=mem_cfg, max_video_frames=frames, cache_dir=cache)
+    if cfg.kind == "spatial":
+        from vla.data.spatial_qa import SpatialQASource
+
+        if len(cfg.paths) != 1:
+            raise ValueError(f"data.kind=spatial reads one split directory (runs/spatial/train), got paths={cfg.paths}")
+        return SpatialQASource(cfg.paths[0], cfg.key or "spatial", tasks=cfg.tasks)
     raise ValueError(f"cannot build a single source of kind {cfg.kind!r}")
 
 
