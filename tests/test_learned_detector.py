@@ -142,41 +142,53 @@ def test_learned_profile_composes_and_the_memory_integrates_its_detections(tmp_p
     assert mem.objects() and {o.category for o in mem.objects()} == {"sofa"}
 
 
-def test_learned_profile_through_robot_sensors_question_media_configs_and_the_memory_agent(tmp_path, frames):
-    from envs.observation import Observation
-    from envs.perception import RobotSensors, perception_profile
-    from envs.spec import ActionSpec, ArraySpec, CameraSpec, EnvSpec
-    from vla.agents.memory import MemoryAgent
-    from vla.config import compose
-    from vla.gst.sensors import sensors_for
-
+def house_detector(tmp_path) -> str:
     from envs.perception import categories
 
-    house = tuple(categories("house").vocabulary)
-    path = str(constant_detector(tmp_path / "d.pt", "sofa", categories=house))
-    # configs: the rollout's and the GST harness's perception group, the served memory agent's profile
+    return str(constant_detector(tmp_path / "d.pt", "sofa", categories=tuple(categories("house").vocabulary)))
+
+
+def test_learned_profile_composes_in_the_rollout_gst_and_serve_configs(tmp_path):
+    from envs.perception import perception_profile
+    from vla.config import compose
+
+    path = house_detector(tmp_path)
     for name in ("rollout", "gst"):
         cfg = compose(name, ["perception=learned", f"perception.checkpoint={path}", "agent=memory"])
         assert cfg["perception"]["checkpoint"] == path and cfg["agent"]["perception"] == "learned"
         assert perception_profile(cfg["perception"]).checkpoint == path
     with pytest.raises(ValueError, match="needs its detector's checkpoint"):
         perception_profile(compose("gst", ["perception=learned"])["perception"])
-    served = compose("serve", ["agent=memory", "agent.perception=learned"])
-    assert served["agent"]["perception"] == "learned"
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        perception_profile({"name": "learned", "checkpoint": str(tmp_path / "missing.pt")})
+    assert compose("serve", ["agent=memory", "agent.perception=learned"])["agent"]["perception"] == "learned"
+
+
+def test_memory_agent_builds_for_learned_sensors():
+    from vla.agents.memory import MemoryAgent
+
     agent = MemoryAgent(perception="learned")
     assert agent.navigator.config.min_obstacle_hits == 1
-    # mid-episode and rollouts: the robot's sensors on an observation
+
+
+def test_learned_profile_through_robot_sensors_and_question_media(tmp_path, frames):
+    from envs.observation import Observation
+    from envs.perception import RobotSensors, perception_profile
+    from envs.spec import ActionSpec, ArraySpec, CameraSpec, EnvSpec
+    from vla.gst.sensors import sensors_for
+
+    p = perception_profile({"name": "learned", "checkpoint": house_detector(tmp_path)})
+    # mid-episode questions and rollouts: the robot's sensors on an observation
     spec = EnvSpec(
         family="house",
         action=ActionSpec((-1, -1, -1), (1, 1, 1), ("forward_m", "left_m", "yaw_rad")),
         state=ArraySpec((3,), "float64", ("x_m", "y_m", "yaw_rad")),
         cameras=(CameraSpec("ego", 48, 48, depth=True, instance=True),),
     )
-    sensors = RobotSensors(perception_profile({"name": "learned", "checkpoint": path}), ("house/val/1", 0), spec)
-    obs = sensors(Observation({"ego": frames[0]}, np.zeros(3), "go", 0))
+    obs = RobotSensors(p, ("house/val/1", 0), spec)(Observation({"ego": frames[0]}, np.zeros(3), "go", 0))
     assert set(obs.cameras["ego"].labels.values()) == {"sofa"}
-    # offline question media: a stream and a current view
-    media = sensors_for(perception_profile({"name": "learned", "checkpoint": path}), "house")
+    # offline questions: a stream and a current view
+    media = sensors_for(p, "house")
 
     class Q:
         scene, media = "house/val/1", {"stream": "s.npz", "current_sensors": "c.npz"}
@@ -184,3 +196,33 @@ def test_learned_profile_through_robot_sensors_question_media_configs_and_the_me
     stream = media(Q, "stream", frames)
     view = media(Q, "current_sensors", frames[0])
     assert all(set(f.labels.values()) == {"sofa"} for f in stream) and set(view.labels.values()) == {"sofa"}
+
+
+@pytest.mark.slow  # ~1 min on a loaded machine
+def test_training_a_few_steps_lowers_the_loss(frames):
+    from vla.detector.data import semantic
+    from vla.detector.train import Arrays, class_weights, loss_fn, train_steps
+
+    cats = ("bed", "sofa", "table", "wardrobe", "plant", "tv_stand", "chair", "desk")
+    spec = DetectorSpec(categories=cats, frame_size=(48, 48), input_size=(48, 48), widths=(8, 16))
+    index = {c: k for k, c in enumerate(cats)}
+    from spatial_memory.detector import frame_tensor
+
+    x = frame_tensor(np.stack([f.rgb for f in frames[:2]]), np.stack([f.depth for f in frames[:2]]), spec)
+    y = torch.from_numpy(np.stack([semantic(f, index) for f in frames[:2]]).astype(np.int64))
+    assert len(torch.unique(y)) > 2  # background and objects
+    data = Arrays(x, y)
+    torch.manual_seed(0)
+    net = SegNet(spec)
+    w = class_weights(y, spec.num_classes)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-2)
+    net.eval()
+    with torch.no_grad():
+        before = float(loss_fn(net, x, y, w))
+    train_steps(net, opt, data, w, batch=2, gen=torch.Generator().manual_seed(0), limit=1)
+    for _ in range(40):
+        train_steps(net, opt, data, w, batch=2, gen=torch.Generator().manual_seed(0))
+    net.eval()
+    with torch.no_grad():
+        after = float(loss_fn(net, x, y, w))
+    assert after < 0.5 * before, (before, after)
