@@ -44,8 +44,8 @@ class DetectorSpec:
 
     categories: tuple[str, ...]
     frame_size: tuple[int, int] = (256, 256)
-    input_size: tuple[int, int] = (128, 128)
-    widths: tuple[int, ...] = (24, 40, 64, 96)
+    input_size: tuple[int, int] = (96, 96)
+    widths: tuple[int, ...] = (16, 24, 40, 64)
     use_depth: bool = True
     score_threshold: float = 0.5
     min_pixels: int = 40
@@ -179,12 +179,27 @@ def instances_from_probs(
     depth_edge_rel: float = 0.08,
     ids: np.ndarray | None = None,
 ) -> Detections:
-    """Instances from per-pixel class probabilities (K+1 x H x W, class 0 background): the connected
-    components of each category's argmax pixels, cut at depth jumps, kept when at least ``min_pixels``
-    large and scored (mean probability) at least ``score_threshold``. ``ids``: the id to give the
-    n-th kept instance (default 1, 2, ...)."""
-    cls = probs.argmax(axis=0)
-    conf = probs.max(axis=0)
+    """Instances from per-pixel class probabilities (K+1 x H x W, class 0 background): see
+    :func:`instances_from_labels` (the argmax class and its probability per pixel)."""
+    return instances_from_labels(
+        probs.argmax(axis=0), probs.max(axis=0), categories, depth, score_threshold, min_pixels, depth_edge_rel, ids
+    )
+
+
+def instances_from_labels(
+    cls: np.ndarray,
+    conf: np.ndarray,
+    categories: tuple[str, ...],
+    depth: np.ndarray | None = None,
+    score_threshold: float = 0.5,
+    min_pixels: int = 40,
+    depth_edge_rel: float = 0.08,
+    ids: np.ndarray | None = None,
+) -> Detections:
+    """Instances from a per-pixel class map (0 background, ``k`` = ``categories[k - 1]``) and each pixel's
+    class probability: the connected components of each category's pixels, cut at depth jumps, kept when
+    at least ``min_pixels`` large and scored (mean probability) at least ``score_threshold``. ``ids``: the
+    id to give the n-th kept instance (default 1, 2, ...)."""
     cut = depth_edges(depth, depth_edge_rel) if depth is not None and depth_edge_rel > 0 else None
     out = np.zeros(cls.shape, dtype=np.int32)
     found: list[tuple[str, float, tuple, np.ndarray]] = []
@@ -198,17 +213,46 @@ def instances_from_probs(
         if n == 0:
             continue
         sizes = np.bincount(comp.ravel(), minlength=n + 1)
-        means = ndimage.mean(conf, comp, index=np.arange(1, n + 1))
+        keep = np.flatnonzero(sizes[1:] >= min_pixels) + 1
+        if keep.size == 0:
+            continue
+        means = np.atleast_1d(ndimage.mean(conf, comp, index=keep))
         boxes = ndimage.find_objects(comp)
-        for j in range(1, n + 1):
-            if sizes[j] >= min_pixels and means[j - 1] >= score_threshold:
-                found.append((categories[k - 1], float(means[j - 1]), boxes[j - 1], comp[boxes[j - 1]] == j))
+        for j, m in zip(keep.tolist(), means.tolist()):
+            if m >= score_threshold:
+                found.append((categories[k - 1], float(m), boxes[j - 1], comp[boxes[j - 1]] == j))
     labels, scores = {}, {}
     for i, (cat, score, sl, m) in enumerate(found):
         new = int(ids[i]) if ids is not None else i + 1
         out[sl][m] = new
         labels[new], scores[new] = cat, score
     return Detections(out, labels, scores)
+
+
+def label_maps(
+    logits: torch.Tensor, size: tuple[int, int], candidate_prob: float = 0.2
+) -> tuple[np.ndarray, np.ndarray]:
+    """(class map int64 B x H x W, its probability float32 B x H x W) at ``size`` from low-resolution logits
+    (B x K x h x w). Only the candidate classes are upsampled (background, every class that is the argmax
+    of some low-resolution cell or reaches ``candidate_prob`` there) with the log-partition beside them.
+    The class is the one upsampling all K logits gives wherever no class outside the candidates would
+    win (every pixel of 8 val frames in a check), the probability within a few hundredths of the exact
+    one, at a thirtieth of the cost (4 vs 123 ms per 256x256 frame)."""
+    B = logits.shape[0]
+    lse = torch.logsumexp(logits, dim=1, keepdim=True)
+    low = (logits - lse).exp()
+    cls_out = np.zeros((B, *size), dtype=np.int64)
+    conf_out = np.zeros((B, *size), dtype=np.float32)
+    for b in range(B):
+        seen = low[b].amax(dim=(1, 2))
+        cand = torch.unique(torch.cat([torch.zeros(1, dtype=torch.long), low[b].argmax(0).flatten()]))
+        cand = torch.unique(torch.cat([cand, torch.nonzero(seen >= candidate_prob).flatten()]))
+        sub = torch.cat([logits[b, cand], lse[b]], dim=0)[None]
+        up = F.interpolate(sub, size=size, mode="bilinear", align_corners=False)[0]
+        best, arg = up[:-1].max(dim=0)
+        cls_out[b] = cand[arg].numpy()
+        conf_out[b] = (best - up[-1]).exp().clamp(max=1.0).numpy()
+    return cls_out, conf_out
 
 
 class LearnedDetector:
@@ -226,10 +270,20 @@ class LearnedDetector:
             logits = F.interpolate(logits, size=(H, W), mode="bilinear", align_corners=False)
             return torch.softmax(logits, dim=1)[0].numpy()
 
+    def labels(self, rgb: np.ndarray, depth: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """(class map, its probability) at the frames' size (:func:`label_maps`); one frame or a batch."""
+        rgb = np.asarray(rgb)
+        H, W = rgb.shape[-3:-1]
+        self.check_frame((H, W))
+        with torch.inference_mode():
+            cls, conf = label_maps(self.net(frame_tensor(rgb, depth, self.spec)), (H, W))
+        return (cls, conf) if rgb.ndim == 4 else (cls[0], conf[0])
+
     def detect(self, rgb: np.ndarray, depth: np.ndarray | None, ids: np.ndarray | None = None) -> Detections:
         s = self.spec
-        return instances_from_probs(
-            self.probs(rgb, depth), s.categories, depth, s.score_threshold, s.min_pixels, s.depth_edge_rel, ids
+        cls, conf = self.labels(rgb, depth)
+        return instances_from_labels(
+            cls, conf, s.categories, depth, s.score_threshold, s.min_pixels, s.depth_edge_rel, ids
         )
 
     def check(self, categories: tuple[str, ...] | None = None, frame_size: tuple[int, int] | None = None) -> None:

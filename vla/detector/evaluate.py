@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
-from spatial_memory.detector import DetectorSpec, SegNet, frame_tensor, instances_from_probs, load_detector
+from spatial_memory.detector import DetectorSpec, SegNet, frame_tensor, instances_from_labels, label_maps, load_detector
 
 IOU = 0.5
 
@@ -65,13 +64,13 @@ def match_frame(
     return out, n_gt
 
 
-def probs_batches(net: SegNet, spec: DetectorSpec, rgb: np.ndarray, depth: np.ndarray, batch: int = 16):
+def label_batches(net: SegNet, spec: DetectorSpec, rgb: np.ndarray, depth: np.ndarray, batch: int = 16):
+    """(class map, probability) of each frame, as the detector makes them (:func:`label_maps`)."""
     H, W = rgb.shape[1:3]
     with torch.inference_mode():
         for i in range(0, len(rgb), batch):
-            logits = net(frame_tensor(rgb[i : i + batch], depth[i : i + batch], spec))
-            logits = F.interpolate(logits, size=(H, W), mode="bilinear", align_corners=False)
-            yield from torch.softmax(logits, dim=1).numpy()
+            cls, conf = label_maps(net(frame_tensor(rgb[i : i + batch], depth[i : i + batch], spec)), (H, W))
+            yield from zip(cls, conf)
 
 
 def evaluate_frames(
@@ -86,8 +85,10 @@ def evaluate_frames(
     bar = tqdm(total=n, desc="eval", disable=not progress, file=sys.stderr)
     for d in apartments:
         depth = d["depth"].astype(np.float32)
-        for k, probs in enumerate(probs_batches(net, spec, d["rgb"], depth)):
-            pred = instances_from_probs(probs, spec.categories, depth[k], 0.0, spec.min_pixels, spec.depth_edge_rel)
+        for k, (cls, conf) in enumerate(label_batches(net, spec, d["rgb"], depth)):
+            pred = instances_from_labels(
+                cls, conf, spec.categories, depth[k], 0.0, spec.min_pixels, spec.depth_edge_rel
+            )
             got, counts = match_frame(pred, d["instance"][k], d["labels"][k], spec.min_pixels)
             dets += got
             for c, m in counts.items():

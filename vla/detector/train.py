@@ -38,8 +38,8 @@ class TrainConfig:
     batch: int = 16
     lr: float = 3e-3
     weight_decay: float = 1e-4
-    input_size: tuple[int, int] = (128, 128)
-    widths: tuple[int, ...] = (24, 40, 64, 96)
+    input_size: tuple[int, int] = (96, 96)
+    widths: tuple[int, ...] = (16, 24, 40, 64)
     use_depth: bool = True
     max_steps: int | None = None
     seed: int = 0
@@ -107,7 +107,7 @@ def train_steps(
         opt.step()
         if sched is not None:
             sched.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
         if bar is not None:
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
