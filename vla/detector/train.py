@@ -27,7 +27,7 @@ from spatial_memory.detector import DetectorSpec, SegNet, frame_tensor, read_che
 
 from .data import load_split
 
-THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7)
+THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 
 
 @dataclass(frozen=True)
