@@ -45,21 +45,29 @@ def categories(family: str) -> CategoryModel:
 
 @dataclass(frozen=True)
 class PerceptionConfig:
-    """The ``perception`` config group (``perception=gt|realistic|harsh``): a named profile of
-    :data:`spatial_memory.profiles.PROFILES`, the noise's seed, and ``overrides``
-    (``{detector|depth|odometry: {field: value}}``) on top of the named profile's numbers."""
+    """The ``perception`` config group (``perception=gt|realistic|harsh|learned``): a named profile of
+    :data:`spatial_memory.profiles.PROFILES`, the noise's seed, ``overrides``
+    (``{detector|depth|odometry: {field: value}}``) on top of the named profile's numbers, and for
+    ``learned`` the detector's ``checkpoint`` (a path; :mod:`spatial_memory.detector`)."""
 
     name: str = "gt"
     seed: int = 0
     overrides: dict[str, Any] = field(default_factory=dict)
+    checkpoint: str | None = None
 
     def profile(self) -> PerceptionProfile:
         return make_profile(asdict(self))
 
 
 def perception_profile(cfg: Any) -> PerceptionProfile:
-    """The profile of a config (``perception=`` group: ``{name, seed, overrides}``), a name or None (gt)."""
-    return make_profile(cfg)
+    """The profile of a config (``perception=`` group: ``{name, seed, overrides, checkpoint}``), a name or
+    None (gt). A learned detector's checkpoint is read now, so that a bad one fails before any episode."""
+    p = make_profile(cfg)
+    if p.checkpoint is not None:
+        from spatial_memory.detector import cached_detector
+
+        cached_detector(p.checkpoint)
+    return p
 
 
 class RobotSensors:

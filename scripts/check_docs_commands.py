@@ -71,6 +71,7 @@ SCRIPT_ARGS = {  # the smallest arguments of each documented script (appended; a
         "--train-scenes 1 --demos 1 --val-trials 1"
     ),
     "scripts/bench_memory.py": "--quick --no-open3d",
+    "scripts/bench_detector.py": "--frames 4",
     "scripts/bench_rollout.py": "--steps 3 --blocks 1 --resolution 64 --episodes 2 --episode-steps 5",
     "scripts/bench_localize.py": "--scenes 1 --views 2 --no-partial --no-tds",
     "scripts/bench_data.py": "--episodes 1 --size 64 --map-size 64 --reads 20 --workers 1",

@@ -17,6 +17,8 @@ that. A :class:`PerceptionProfile` turns the simulator's frames into what a robo
   nothing beyond ``max_range``;
 * **odometry** (:class:`OdometryModel`): every frame-to-frame motion is measured with noise in the
   robot's own frame (dead reckoning), so the error accumulates and a heading error bends the path.
+* or, in place of the detector model, a **learned detector** (``checkpoint``: :mod:`.detector`): a
+  network trained here reads each frame's RGB and (noisy) depth; nothing of the simulator's masks is used.
 
 The named profiles (``gt``, ``realistic``, ``harsh``) live whole in :mod:`.profiles`: each one's sensor
 models and the memory and localisation settings for its sensors. Everything is seeded: the same
@@ -131,6 +133,7 @@ class PerceptionProfile:
     depth: DepthModel | None = None
     odometry: OdometryModel | None = None
     seed: int = 0
+    checkpoint: str | None = None  # a learned detector (spatial_memory.detector) in place of the instance masks
 
     def __post_init__(self) -> None:
         for part, model in (("detector", self.detector), ("depth", self.depth), ("odometry", self.odometry)):
@@ -140,6 +143,11 @@ class PerceptionProfile:
                 vals = v if isinstance(v, (tuple, list)) else (v,)
                 if any(isinstance(x, (int, float)) and not isinstance(x, bool) and x < 0 for x in vals):
                     raise ValueError(f"perception profile {self.name!r}: {part}.{k} must be >= 0, got {v!r}")
+        if self.checkpoint is not None and self.detector is not None:
+            raise ValueError(
+                f"perception profile {self.name!r}: a learned detector (checkpoint) replaces the simulated one; "
+                "set detector to None"
+            )
         d = self.detector
         if d is not None:
             for k in ("miss_rate", "hard_fraction", "hard_miss", "confusion", "sticky_fraction", "sticky_rate"):
@@ -153,11 +161,11 @@ class PerceptionProfile:
     @property
     def exact(self) -> bool:
         """True for the simulator's own perception (nothing is changed)."""
-        return self.detector is None and self.depth is None and self.odometry is None
+        return self.detector is None and self.depth is None and self.odometry is None and self.checkpoint is None
 
     @property
     def frame_local_ids(self) -> bool:
-        return self.detector is not None and self.detector.frame_local_ids
+        return self.checkpoint is not None or (self.detector is not None and self.detector.frame_local_ids)
 
     def with_seed(self, seed: int) -> "PerceptionProfile":
         return replace(self, seed=int(seed))
@@ -213,6 +221,12 @@ class PerceptionStream:
         self._prev_true: np.ndarray | None = None  # planar (x, y, yaw) of the last frame, true
         self._prev_est: np.ndarray | None = None  # ... as dead reckoning has it
         self._instances: dict[int, tuple[float, str | None]] = {}
+        self.learned = None
+        if profile.checkpoint is not None:  # the learned detector (torch) is loaded only when a profile uses one
+            from .detector import cached_detector
+
+            self.learned = cached_detector(profile.checkpoint)
+            self.learned.check(categories=categories.vocabulary or None)
 
     def __call__(self, frame: CameraFrame) -> CameraFrame:
         return self.perceive(frame)
@@ -226,7 +240,9 @@ class PerceptionStream:
         depth, instance, labels, T = frame.depth, frame.instance, frame.labels, frame.T_world_cam
         if p.depth is not None:
             depth = corrupt_depth(frame.depth, p.depth, rng)
-        if p.detector is not None and frame.instance is not None:
+        if self.learned is not None:
+            instance, labels = self._learned(frame.rgb, depth, rng)
+        elif p.detector is not None and frame.instance is not None:
             instance, labels = self._detect(frame, depth, rng)
         if p.odometry is not None and odometry:
             T = self._odometry(frame.T_world_cam, rng)
@@ -263,6 +279,16 @@ class PerceptionStream:
         return self.T_drift @ T_true
 
     # ------------------------------------------------------------------ detector
+    def _learned(self, rgb: np.ndarray, depth: np.ndarray, rng: np.random.Generator):
+        """The learned detector's instances on the frame as the robot sees it (its noisy depth), under fresh
+        frame-local ids."""
+        found = self.learned.detect(rgb, depth)
+        k = len(found.labels)
+        lut = np.zeros(k + 1, dtype=np.int32)
+        if k:
+            lut[1:] = rng.choice(MAX_LOCAL_ID - 1, size=k, replace=False) + 1
+        return lut[found.instance], {int(lut[i]): c for i, c in sorted(found.labels.items(), key=lambda kv: lut[kv[0]])}
+
     def _instance(self, gid: int, category: str) -> tuple[float, str | None]:
         """(miss probability, the class it is persistently confused with or None) of a true instance,
         fixed for the scene."""

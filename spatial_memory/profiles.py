@@ -1,12 +1,14 @@
 """Perception profiles whole: for each named profile, the sensors it models and the memory and
 localisation settings built for those sensors.
 
-A profile (``perception=gt|realistic|harsh``) is three things that must agree:
+A profile (``perception=gt|realistic|harsh|learned``) is three things that must agree:
 
 * the **sensor models** (:data:`PROFILES`, :class:`~.perception.PerceptionProfile`): what the env's
   frames become before an agent sees them -- ``gt`` (the simulator's exact perception, unchanged),
   ``realistic`` (a good RGB-D camera, a decent instance segmenter, wheel odometry) and ``harsh`` (a poor
-  stereo camera, a weak detector, poor odometry); their numbers are discussed in docs/GST.md;
+  stereo camera, a weak detector, poor odometry); their numbers are discussed in docs/GST.md; ``learned``
+  (``realistic``'s camera and odometry, and a detector trained here in place of the simulator's masks:
+  :mod:`.detector`, its checkpoint by path: ``profile({"name": "learned", "checkpoint": PATH})``);
 * the **memory** built for them (:data:`MEMORY_SETTINGS`, :func:`memory_config_for`): with a detector's
   frame-local ids, objects are associated by category and 3D proximity; the drift correction's prior is
   the odometry's specification (what the robot knows of its own sensors);
@@ -87,6 +89,11 @@ PROFILES: dict[str, PerceptionProfile] = {
         odometry=OdometryModel(sigma_xy_m=0.01, sigma_yaw_deg=0.25, scale_xy=0.02, scale_yaw=0.01),
     ),
 }
+# realistic's camera and odometry with a detector trained here (its checkpoint is given by path, see profile())
+PROFILES["learned"] = PerceptionProfile(
+    "learned", depth=PROFILES["realistic"].depth, odometry=PROFILES["realistic"].odometry
+)
+LEARNED = "learned"
 
 
 # ------------------------------------------------------------------------- the memory for the sensors
@@ -125,6 +132,7 @@ MEMORY_SETTINGS: dict[str, dict[str, Any]] = {
         },
     },
 }
+MEMORY_SETTINGS["learned"] = MEMORY_SETTINGS["realistic"]  # the same camera and odometry, a detector's frame-local ids
 
 # fields of LocalizeConfig per profile: noisy depth spreads the view's points around surfaces, so a scan
 # pixel is a block median and the tolerances widen with the noise
@@ -132,6 +140,7 @@ LOCALIZE_SETTINGS: dict[str, dict[str, Any]] = {
     "gt": {},
     "realistic": {"scan_block_median": True},
     "harsh": {"scan_block_median": True, "inlier_m": 0.15, "likelihood_sigma": 0.15, "free_gap": 0.5},
+    "learned": {"scan_block_median": True},
 }
 
 
@@ -160,22 +169,29 @@ def localize_config_for(profile: str):
 
 def profile(name_or_cfg: str | dict | PerceptionProfile | None) -> PerceptionProfile:
     """A profile by name (``gt``, ``realistic``, ``harsh``), from a config dict (``{"name": ...,
-    "seed": ..., "overrides": {"depth": {...}}}`` or a full profile dict), or as given."""
+    "seed": ..., "overrides": {"depth": {...}}, "checkpoint": PATH}`` or a full profile dict), or as given.
+    ``learned`` needs its detector's checkpoint (and only it takes one)."""
     if name_or_cfg is None:
         return PROFILES["gt"]
     if isinstance(name_or_cfg, PerceptionProfile):
-        return name_or_cfg
+        return _needs_checkpoint(name_or_cfg)
     if isinstance(name_or_cfg, str):
-        if name_or_cfg not in PROFILES:
-            raise ValueError(f"unknown perception profile {name_or_cfg!r}; choose from {sorted(PROFILES)}")
-        return PROFILES[name_or_cfg]
+        _known(name_or_cfg)
+        return _needs_checkpoint(PROFILES[name_or_cfg])
     cfg = dict(name_or_cfg)
     name = cfg.get("name", "gt")
     overrides = cfg.pop("overrides", None) or {}
     seed = int(cfg.pop("seed", 0))
+    checkpoint = cfg.pop("checkpoint", None)
     if set(cfg) - {"name"}:  # a full profile
-        return PerceptionProfile.from_dict({**cfg, "seed": seed})
-    base = profile(name).to_dict()
+        return _needs_checkpoint(PerceptionProfile.from_dict({**cfg, "seed": seed, "checkpoint": checkpoint}))
+    _known(name)
+    if checkpoint is not None and name != LEARNED:
+        raise ValueError(
+            f"perception.checkpoint is the learned detector's; perception={name} has a simulated one "
+            f"(use perception={LEARNED} perception.checkpoint={checkpoint})"
+        )
+    base = PROFILES[name].to_dict()
     for part, vals in overrides.items():
         if part not in ("detector", "depth", "odometry"):
             raise ValueError(f"perception overrides: unknown part {part!r} (detector, depth, odometry)")
@@ -184,4 +200,14 @@ def profile(name_or_cfg: str | dict | PerceptionProfile | None) -> PerceptionPro
         else:
             base[part] = {**(base[part] or {}), **vals}
     base["seed"] = seed
-    return PerceptionProfile.from_dict(base)
+    base["checkpoint"] = None if checkpoint is None else str(checkpoint)
+    return _needs_checkpoint(PerceptionProfile.from_dict(base))
+
+
+def _needs_checkpoint(p: PerceptionProfile) -> PerceptionProfile:
+    if p.name == LEARNED and p.checkpoint is None:
+        raise ValueError(
+            f"perception={LEARNED} needs its detector's checkpoint: perception.checkpoint=PATH "
+            "(train one with: python -m vla.detector train, docs/MEMORY.md)"
+        )
+    return p

@@ -5,7 +5,7 @@ defaults and validation (:data:`SCHEMAS`): ``env=house`` by ``envs.house.config.
 ``env=libero`` by ``envs.libero.config.LiberoConfig``, ``env=omnigibson`` by
 ``envs.omnigibson.config.OmniGibsonConfig``, ``agent=memory`` by
 ``vla.agents.memory.MemoryAgentOptions``, ``eval`` by ``vla.eval.evaluate.EvalSpec``, ``gst`` by
-``vla.gst.options.GSTOptions``, ``perception=gt|realistic|harsh`` by ``envs.perception.PerceptionConfig``,
+``vla.gst.options.GSTOptions``, ``perception=gt|realistic|harsh|learned`` by ``envs.perception.PerceptionConfig``,
 ``agent=remote`` by ``vla.agents.remote.RemoteAgentOptions``, ``vla-serve``'s own options by
 ``vla.serve.config.ServeOptions``, ... The dataclass defaults are registered in Hydra's ConfigStore as
 ``<name>_schema`` nodes; a group's YAML file lists its schema first in its defaults list and only

@@ -1,7 +1,7 @@
 """``vla-gst``: generate GST-Bench questions, answer them with an agent, score any predictions.
 
     vla-gst generate env=house split=test scenes=20 out=DIR [backend=ray ray.address=auto]
-    vla-gst eval agent=random|memory questions=DIR out=OUT [perception=gt|realistic|harsh]
+    vla-gst eval agent=random|memory questions=DIR out=OUT [perception=gt|realistic|harsh|learned]
     vla-gst score questions=DIR predictions=FILE out=OUT
     vla-gst export questions=DIR out=DIR [answers=FILE] [perception=...]   # for outside models, no answers
     vla-gst score answers=FILE predictions=FILE out=OUT                  # ... scored against the private file
