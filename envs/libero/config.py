@@ -65,6 +65,4 @@ class LiberoConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["cameras"] = list(self.cameras)
-        if not d["perturb"]:  # the nominal scene: absent, so runs recorded before the option still resume
-            del d["perturb"]
         return d

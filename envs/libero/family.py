@@ -19,8 +19,12 @@ class LiberoFamily:
     name = "libero"
 
     def resolve(self, cfg: dict[str, Any]) -> dict[str, Any]:
+        """The options a run's identity holds; ``perturb`` only when set, so that runs recorded before
+        the option existed (the nominal scene) still resume."""
         opts = _options(cfg)
         opts["cameras"] = list(opts["cameras"])
+        if not opts["perturb"]:
+            del opts["perturb"]
         return opts
 
     def tasks(self, cfg: dict[str, Any]) -> list[TaskInfo]:

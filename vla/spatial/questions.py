@@ -25,7 +25,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from spatial_memory.frame import CameraFrame
-from spatial_memory.geometry import camera_yaw
+from spatial_memory.geometry import camera_yaw, wrap_angle
 
 from .tasks import format_answer
 
@@ -279,7 +279,7 @@ def motion_question(first: View, second: View) -> Item:
     d = p2[:2] - p1[:2]
     fwd = float(d @ np.array([math.cos(y1), math.sin(y1)]))
     left = float(d @ np.array([-math.sin(y1), math.cos(y1)]))
-    turn = math.degrees((y2 - y1 + math.pi) % (2 * math.pi) - math.pi)
+    turn = math.degrees(float(wrap_angle(y2 - y1)))
     truth = [round(fwd, 1), round(left, 1), round(turn)]
     q = (
         "Image 1: <image> Image 2: <image>\nThe camera moved from image 1 to image 2. How far did it move forward "

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from spatial_memory.geometry import wrap_deg
+
 TASKS = ("depth_order", "depth", "distance", "size", "bbox_3d", "direction", "camera_motion", "count")
 CHOICES = {"depth_order": ("A", "B"), "direction": ("left", "right")}
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -96,7 +98,7 @@ def correct(task: str, prediction: str, truth: Any) -> bool:
         return abs(p - float(truth)) <= max(0.15 * float(truth), 2.0)
     if task == "camera_motion":
         t, q = np.asarray(truth[:2], float), np.asarray(p[:2], float)
-        turn = (float(p[2]) - float(truth[2]) + 180.0) % 360.0 - 180.0
+        turn = float(wrap_deg(float(p[2]) - float(truth[2])))
         return float(np.linalg.norm(q - t)) <= max(0.2 * float(np.linalg.norm(t)), 0.15) and abs(turn) <= 10.0
     t, q = np.asarray(truth, float), np.asarray(p, float)  # bbox_3d
     if len(q) < 6:
