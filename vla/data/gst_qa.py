@@ -35,7 +35,7 @@ from vla.gst.question import Question, load_questions
 from vla.gst.subtasks import CHOICES, SUBTASKS
 from vla.transforms.memory import MemoryInputsConfig
 
-from .sample import Sample, check_episodes, check_index
+from .sample import Sample, SceneQuestions, check_episodes, check_index
 from .stream_memory import StreamMemoryCache, stream_key_of
 
 
@@ -47,7 +47,7 @@ def _media_paths(value: Any) -> list[str]:
     return []
 
 
-class GSTQASource:
+class GSTQASource(SceneQuestions):
     def __init__(
         self,
         questions_dir: str | Path,
@@ -111,18 +111,6 @@ class GSTQASource:
                     raise ValueError(f"{where}: media {name!r} file {p} does not exist")
 
     # ------------------------------------------------------------------ SampleSource
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def episodes(self) -> list[str]:
-        return sorted({r["scene"] for r in self._rows})
-
-    def episode_of(self, i: int) -> str:
-        return self._rows[check_index(self, i)]["scene"]
-
-    def actions(self) -> None:
-        return None
-
     def subset(self, episodes: set[str]) -> "GSTQASource":
         keep = check_episodes(self, episodes)
         out = object.__new__(GSTQASource)

@@ -87,3 +87,23 @@ def check_episodes(source: Any, episodes: set[str] | list[str]) -> set[str]:
             + (f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else "")
         )
     return wanted
+
+
+class SceneQuestions:
+    """The :class:`SampleSource` bookkeeping of a question set (GST, spatial perception): ``_rows`` of
+    questions, each naming its ``scene``, which is the episode (a split by episode is a split by
+    scene); no actions."""
+
+    _rows: list[dict[str, Any]]
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def episodes(self) -> list[str]:
+        return sorted({r["scene"] for r in self._rows})
+
+    def episode_of(self, i: int) -> str:
+        return self._rows[check_index(self, i)]["scene"]
+
+    def actions(self) -> None:
+        return None

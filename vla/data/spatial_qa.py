@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from .sample import Sample, check_episodes, check_index
+from .sample import Sample, SceneQuestions, check_episodes, check_index
 
 
-class SpatialQASource:
+class SpatialQASource(SceneQuestions):
     def __init__(self, root: str | Path, key: str = "spatial", tasks: list[str] | None = None) -> None:
         from vla.spatial.generate import load_records
         from vla.spatial.tasks import check_tasks
@@ -34,18 +34,6 @@ class SpatialQASource:
 
     def _setup(self, key: str, root: Path, rows: list[dict[str, Any]]) -> None:
         self.key, self.root, self._rows = key, root, rows
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def episodes(self) -> list[str]:
-        return sorted({r["scene"] for r in self._rows})
-
-    def episode_of(self, i: int) -> str:
-        return self._rows[check_index(self, i)]["scene"]
-
-    def actions(self) -> None:
-        return None
 
     def subset(self, episodes: set[str]) -> "SpatialQASource":
         keep = check_episodes(self, episodes)
