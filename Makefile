@@ -3,6 +3,10 @@
 PYTHON ?= python3.11
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+# pipefail: an install that fails (a full disk, a lost registry) stops the setup there, with pip's
+# own error, instead of surfacing later as a missing package.
+SHELL       := bash
+.SHELLFLAGS := -eo pipefail -c
 STAMP  := $(VENV)/.setup-done
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
@@ -13,9 +17,9 @@ setup: $(STAMP)
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock 2>&1 | grep -v "^WARNING: Location" || true
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING: Location" || true
-	$(PY) -m pip check | grep -v "^WARNING" 
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock 2>&1 | { grep -v "^WARNING: Location" || true; }
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e . 2>&1 | { grep -v "^WARNING: Location" || true; }
+	$(PY) -m pip check 2>&1 | { grep -v "^WARNING" || true; }
 	$(PY) -m envs.libero.assets
 	@touch $@
 
