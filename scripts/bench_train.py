@@ -84,11 +84,11 @@ def breakdown(demos: str, extra: list[str], threads: int, reps: int = 4) -> dict
     mcfg, pcfg = ModelConfig.from_dict(cfg["model"]), PolicyConfig.from_dict(cfg["policy"])
     dcfg, tcfg = DataConfig.from_dict(cfg["data"]), TrainConfig.from_dict(cfg["train"])
     with tempfile.TemporaryDirectory() as tmp:
-        train, _, weights, masks = build_sources(
+        train, _, weights, norms = build_sources(
             dcfg, pcfg.chunk, None, Path(tmp), tcfg.seed, tuple(pcfg.inputs.cameras)
         )
         proprio = proprio_statistics(train) if pcfg.inputs.proprio == "token" else None
-        policy = build_policy(mcfg, pcfg, action_statistics(train, masks), "cpu", proprio)
+        policy = build_policy(mcfg, pcfg, action_statistics(train, norms), "cpu", proprio)
         mix = Mixture(train, weights)
         B = tcfg.batch_size
         sb = StepBatches(mix, policy.transform, policy.encoder, B, B, 0, 1, tcfg.seed, 0, reps + 1)

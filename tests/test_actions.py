@@ -488,3 +488,40 @@ def test_added_tokens_placement_with_qwen(qwen_tokenizer, qwen_tokenizer_shifted
 def test_import_is_cheap():
     code = "import sys, vla.actions; bad = {'torch', 'transformers'} & set(sys.modules); assert not bad, bad"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_bounds_normalization_keeps_the_rarest_actions_and_is_written_only_when_chosen(tmp_path):
+    """OpenVLA's BOUNDS (min / max where BOUNDS_Q99 has q01 / q99): every recorded action is inside [-1, 1]
+    without clipping, so the round trip through the 256 bins is within half a bin of each of them -- where
+    BOUNDS_Q99 moves an action beyond q99 back to q99."""
+    rng = np.random.default_rng(8)
+    a = rng.normal(size=(200, 3)) * 0.05
+    a[0, 1], a[1, 1] = 0.21, -0.2  # two rare sidesteps, far outside [q01, q99]
+    q99 = ActionStats.from_actions(a)
+    bounds = ActionStats.from_actions(a, normalization="bounds")
+    assert np.array_equal(bounds.low, a.min(0)) and np.array_equal(bounds.high, a.max(0))
+    # OpenVLA's BOUNDS formula, written out here: clip(2 (x - min) / (max - min + 1e-8) - 1, -1, 1)
+    expect = np.clip(2 * (a - a.min(0)) / (a.max(0) - a.min(0) + 1e-8) - 1, -1, 1)
+    np.testing.assert_array_equal(bounds.normalize(a), expect)
+    tok = ActionTokenizer(vocab_size=QWEN_ROWS)
+    half_bin = (a.max(0) - a.min(0)) / 255 + 1e-9
+    back = bounds.unnormalize(tok.decode(tok.encode(bounds.normalize(a))))
+    assert np.all(np.abs(back - a) <= half_bin)
+    clipped = q99.unnormalize(tok.decode(tok.encode(q99.normalize(a))))
+    assert abs(clipped[0, 1] - 0.21) > 0.05  # BOUNDS_Q99 cannot give the sidestep back
+
+    assert "normalization" not in q99.to_dict()  # OpenVLA's files have no such key: unchanged
+    assert bounds.to_dict()["normalization"] == "bounds"
+    write_statistics(tmp_path / "dataset_statistics.json", {"house_nav": bounds, "libero": q99})
+    back_stats = read_statistics(tmp_path / "dataset_statistics.json")
+    assert back_stats["house_nav"] == bounds and back_stats["libero"] == q99 and bounds != q99
+    with pytest.raises(ValueError, match="normalization must be one of"):
+        ActionStats.from_actions(a, normalization="minmax")
+
+
+def test_data_config_refuses_an_unknown_action_normalization():
+    from vla.train.config import DataConfig
+
+    assert DataConfig.from_dict({"paths": ["x"], "action_normalization": "bounds"}).action_normalization == "bounds"
+    with pytest.raises(ValueError, match="data.action_normalization must be one of"):
+        DataConfig.from_dict({"paths": ["x"], "action_normalization": "q99"})

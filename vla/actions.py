@@ -7,7 +7,10 @@ Normalisation (per dimension, with one dataset key's statistics), OpenVLA's form
     x   = 0.5 (x_n + 1) (q99 - q01) + q01                     inference (``OpenVLA.predict_action``)
 
 Dimensions whose ``mask`` entry is False (LIBERO's gripper) pass through both, except that training
-zeroes every dimension with min == max, masked off or not.
+zeroes every dimension with min == max, masked off or not. ``normalization="bounds"`` (OpenVLA's BOUNDS)
+puts min / max where the formulas say q01 / q99: every recorded action is then representable, where
+BOUNDS_Q99 clips the rarest 1 % at each end (docs/POLICY.md "Action normalisation"); a file written with it
+says so (``"normalization": "bounds"``), a file without the key is BOUNDS_Q99 as OpenVLA's are.
 
 Tokens: ``bins = np.linspace(-1, 1, n_bins)`` (edges), ``token = vocab_size - digitize(clip(x_n, -1, 1), bins)``
 with numpy's ``digitize`` (``bins[i-1] <= x < bins[i]`` gives ``i``; ``x = 1`` gives ``n_bins``), so the ids are
@@ -53,6 +56,7 @@ import numpy as np
 from spatial_memory.atomic import write_json_atomic
 
 STAT_FIELDS = ("mean", "std", "max", "min", "q01", "q99")  # OpenVLA's order in dataset_statistics.json
+NORMALIZATIONS = ("bounds_q99", "bounds")  # OpenVLA's NormalizationType names: [q01, q99] or [min, max] -> [-1, 1]
 PLACEMENTS = ("last_ids", "added_tokens")
 QUANTILE_METHOD = "linear"  # numpy's default, which OpenVLA's get_dataset_statistics uses
 
@@ -85,7 +89,9 @@ def _vector(name: str, value: Any, *, dtype: type = np.float64) -> np.ndarray:
 class ActionStats:
     """One dataset key's action (or proprio) statistics in OpenVLA's layout; every array has shape (D,).
 
-    ``mask`` (bool): True = normalised, False = passed through unchanged (e.g. LIBERO's gripper)."""
+    ``mask`` (bool): True = normalised, False = passed through unchanged (e.g. LIBERO's gripper).
+    ``normalization``: the range mapped to [-1, 1], ``"bounds_q99"`` ([q01, q99], OpenVLA's default) or
+    ``"bounds"`` ([min, max])."""
 
     q01: np.ndarray
     q99: np.ndarray
@@ -94,8 +100,11 @@ class ActionStats:
     min: np.ndarray
     max: np.ndarray
     mask: np.ndarray
+    normalization: str = "bounds_q99"
 
     def __post_init__(self) -> None:
+        if self.normalization not in NORMALIZATIONS:
+            raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {self.normalization!r}")
         for name in (*STAT_FIELDS, "mask"):
             value = getattr(self, name)
             if isinstance(value, np.ndarray):
@@ -113,7 +122,9 @@ class ActionStats:
             raise ValueError(f"min > max in dimensions {np.flatnonzero(self.min > self.max).tolist()}")
 
     @classmethod
-    def from_actions(cls, actions: np.ndarray, mask: Sequence[bool] | None = None) -> ActionStats:
+    def from_actions(
+        cls, actions: np.ndarray, mask: Sequence[bool] | None = None, normalization: str = "bounds_q99"
+    ) -> ActionStats:
         """Statistics of ``actions`` (N, D), as OpenVLA's ``get_dataset_statistics``: per-dimension mean, std
         (population, ddof 0), min, max and the 0.01 / 0.99 quantiles with numpy's ``"linear"`` method; computed in
         the array's own dtype (OpenVLA's actions are float32) and stored as float64. ``mask`` defaults to all True.
@@ -140,11 +151,22 @@ class ActionStats:
             min=a.min(axis=0),
             max=a.max(axis=0),
             mask=mask,
+            normalization=normalization,
         )
 
     @property
     def dim(self) -> int:
         return int(self.q01.shape[0])
+
+    @property
+    def low(self) -> np.ndarray:
+        """What maps to -1: q01 (``bounds_q99``) or min (``bounds``)."""
+        return self.min if self.normalization == "bounds" else self.q01
+
+    @property
+    def high(self) -> np.ndarray:
+        """What maps to +1: q99 (``bounds_q99``) or max (``bounds``)."""
+        return self.max if self.normalization == "bounds" else self.q99
 
     def _check(self, x: Any, what: str, finite: bool = False) -> np.ndarray:
         arr = np.asarray(x)
@@ -159,27 +181,33 @@ class ActionStats:
 
     def normalize(self, x: np.ndarray) -> np.ndarray:
         """OpenVLA's training normalisation: ``clip(2 (x - q01) / (q99 - q01 + 1e-8) - 1, -1, 1)`` on masked
-        dimensions, the others unchanged, then 0 on every dimension with min == max. ``x``: (..., D); float64."""
+        dimensions (min / max for ``bounds``), the others unchanged, then 0 on every dimension with min == max.
+        ``x``: (..., D); float64."""
         x = self._check(x, "actions")
+        lo, hi = self.low, self.high
         with np.errstate(over="ignore"):  # a huge x clips to +-1 either way
-            y = np.clip(2.0 * (x - self.q01) / (self.q99 - self.q01 + 1e-8) - 1.0, -1.0, 1.0)
+            y = np.clip(2.0 * (x - lo) / (hi - lo + 1e-8) - 1.0, -1.0, 1.0)
         return np.where(self.min == self.max, 0.0, np.where(self.mask, y, x))
 
     def unnormalize(self, x_n: np.ndarray) -> np.ndarray:
-        """``0.5 (x_n + 1)(q99 - q01) + q01`` on masked dimensions, the others unchanged (OpenVLA's
-        ``predict_action``). ``x_n``: (..., D); returns float64."""
+        """``0.5 (x_n + 1)(q99 - q01) + q01`` on masked dimensions (min / max for ``bounds``), the others
+        unchanged (OpenVLA's ``predict_action``). ``x_n``: (..., D); returns float64."""
         x_n = self._check(x_n, "normalised actions", finite=True)
-        return np.where(self.mask, 0.5 * (x_n + 1.0) * (self.q99 - self.q01) + self.q01, x_n)
+        lo, hi = self.low, self.high
+        return np.where(self.mask, 0.5 * (x_n + 1.0) * (hi - lo) + lo, x_n)
 
     def to_dict(self) -> dict[str, list]:
         """``{"mean": [...], "std", "max", "min", "q01", "q99", "mask": [bools]}`` as in dataset_statistics.json."""
         out: dict[str, list] = {name: [float(v) for v in getattr(self, name)] for name in STAT_FIELDS}
         out["mask"] = [bool(v) for v in self.mask]
+        if self.normalization != "bounds_q99":  # OpenVLA's files have no such key: they are all BOUNDS_Q99
+            out["normalization"] = self.normalization
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ActionStats:
-        """Inverse of :meth:`to_dict`; ``mask`` may be absent (all True, as OpenVLA reads it); other keys ignored."""
+        """Inverse of :meth:`to_dict`; ``mask`` may be absent (all True, as OpenVLA reads it), ``normalization`` too
+        (BOUNDS_Q99); other keys ignored."""
         if not isinstance(d, Mapping):
             raise ValueError(f"action statistics must be a JSON object, got {type(d).__name__}")
         missing = [name for name in STAT_FIELDS if name not in d]
@@ -192,12 +220,15 @@ class ActionStats:
             if isinstance(d["q01"], (str, bytes, Mapping)) or np.ndim(d["q01"]) != 1:
                 raise ValueError(f"q01 must be a 1-D list of numbers, got {d['q01']!r:.80}")
             values["mask"] = [True] * len(d["q01"])
+        if "normalization" in d:
+            values["normalization"] = d["normalization"]
         return cls(**values)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ActionStats):
             return NotImplemented
-        return all(np.array_equal(getattr(self, n), getattr(other, n)) for n in (*STAT_FIELDS, "mask"))
+        same = all(np.array_equal(getattr(self, n), getattr(other, n)) for n in (*STAT_FIELDS, "mask"))
+        return same and self.normalization == other.normalization
 
     __hash__ = None  # type: ignore[assignment]
 

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from spatial_memory.strict import from_dict
+from vla.actions import NORMALIZATIONS
 
 STRATEGIES = ("single", "ddp", "fsdp")
 OPTIMIZERS = ("adamw", "sgd")
@@ -32,6 +33,8 @@ class DataConfig:
     cameras: list[str] | None = None  # cameras read from the files (None: the ones the policy reads)
     val_fraction: float = 0.1  # episodes held out for validation (by episode, never by step)
     action_mask: list[bool] | None = None  # per action dim: normalise it (True) or pass it through (LIBERO's gripper)
+    # the range mapped to [-1, 1]: bounds_q99 ([q01, q99], OpenVLA's) | bounds ([min, max]: rare actions kept)
+    action_normalization: str = "bounds_q99"
     memory: dict[str, Any] | None = None
     cache_dir: str | None = None  # memory-input cache (default: <out>/memory_cache)
     max_video_frames: int = 8  # gst_qa: video frames shown without memory inputs
@@ -46,6 +49,10 @@ class DataConfig:
             raise ValueError("data.kind=mixture needs data.parts (a list of data configs with weights)")
         if self.kind != "mixture" and not self.paths:
             raise ValueError(f"data.paths is empty: point data.paths=[...] at the {self.kind} files or directories")
+        if self.action_normalization not in NORMALIZATIONS:
+            raise ValueError(
+                f"data.action_normalization must be one of {NORMALIZATIONS}, got {self.action_normalization!r}"
+            )
         if not 0 <= float(self.val_fraction) < 1:
             raise ValueError(f"data.val_fraction must be in [0, 1), got {self.val_fraction}")
 

@@ -57,24 +57,26 @@ def build_sources(
     seed: int,
     cameras: tuple[str, ...] = (),
 ):
-    """``(train sources, val sources, weights, action masks per dataset key)``, split by episode."""
+    """``(train sources, val sources, weights, action normalisation per dataset key)``, split by episode; the
+    last maps a key to ``{"mask": [...] or None, "normalization": ...}`` (:func:`action_statistics` reads it)."""
     from vla.data import split_by_episode
 
     parts = [DataConfig.from_dict(p) for p in cfg.parts] if cfg.kind == "mixture" else [cfg]
-    train, val, weights, masks = [], [], [], {}
+    train, val, weights, norms = [], [], [], {}
     for part in parts:
         src = build_source(part, chunk, memory, cache_root, cameras)
-        if part.action_mask is not None:
-            masks[src.key] = list(part.action_mask)
+        mask = list(part.action_mask) if part.action_mask is not None else None
+        norms[src.key] = {"mask": mask, "normalization": part.action_normalization}
         tr, va = split_by_episode(src, part.val_fraction, seed)
         train.append(tr)
         val.append(va)
         weights.append(float(part.weight))
-    return train, val, weights, masks
+    return train, val, weights, norms
 
 
-def action_statistics(sources: list[Any], masks: dict[str, list[bool]] | None = None) -> dict[str, Any]:
-    """Per dataset key, OpenVLA statistics over the training episodes' actions."""
+def action_statistics(sources: list[Any], norms: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Per dataset key, OpenVLA statistics over the training episodes' actions (``norms``: per key, the
+    ``mask`` and ``normalization`` of :func:`build_sources`)."""
     from vla.actions import ActionStats
 
     by_key: dict[str, list[np.ndarray]] = {}
@@ -82,7 +84,8 @@ def action_statistics(sources: list[Any], masks: dict[str, list[bool]] | None = 
         a = s.actions()
         if a is not None and len(a):
             by_key.setdefault(s.key, []).append(np.asarray(a, dtype=np.float64))
-    return {k: ActionStats.from_actions(np.concatenate(v), (masks or {}).get(k)) for k, v in by_key.items()}
+    norms = norms or {}
+    return {k: ActionStats.from_actions(np.concatenate(v), **norms.get(k, {"mask": None})) for k, v in by_key.items()}
 
 
 def proprio_statistics(sources: list[Any]) -> dict[str, Any]:
