@@ -87,7 +87,7 @@ def breakdown(demos: str, extra: list[str], threads: int, reps: int = 4) -> dict
         train, _, weights, norms = build_sources(
             dcfg, pcfg.chunk, None, Path(tmp), tcfg.seed, tuple(pcfg.inputs.cameras)
         )
-        proprio = proprio_statistics(train) if pcfg.inputs.proprio == "token" else None
+        proprio = proprio_statistics(train, pcfg.inputs.proprio_keys) if pcfg.inputs.proprio == "token" else None
         policy = build_policy(mcfg, pcfg, action_statistics(train, norms), "cpu", proprio)
         mix = Mixture(train, weights)
         B = tcfg.batch_size

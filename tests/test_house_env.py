@@ -72,6 +72,33 @@ def test_odometry_follows_motion(env):
     assert np.allclose(env.world_pose(obs.state), env.agent_pose())
 
 
+def test_the_motion_sensor_is_the_base_s_wheel_odometry_of_the_last_step(env):
+    """``sensors["motion"]``: what the base achieved in the last step, in the frame of its pose before it --
+    the command where nothing is in the way, less when a bump stops it; zeros at reset."""
+    obs, _ = env.reset(options={"trial": 2})
+    assert np.array_equal(obs.sensors["motion"], np.zeros(3))
+    assert env.env_spec.sensors["motion"].shape == (3,)
+    rng = np.random.default_rng(0)
+    free = bumps = 0
+    for _ in range(60):
+        a = rng.uniform([-0.1, -0.25, -0.5], [0.25, 0.25, 0.5])
+        before = env.agent_pose()
+        obs, _, _, _, info = env.step(a)
+        after = env.agent_pose()
+        # the achieved motion, written out: the world displacement turned into the old heading's frame
+        c, s = math.cos(before[2]), math.sin(before[2])
+        dx, dy = after[0] - before[0], after[1] - before[1]
+        dyaw = math.atan2(math.sin(after[2] - before[2]), math.cos(after[2] - before[2]))
+        np.testing.assert_allclose(obs.sensors["motion"], [c * dx + s * dy, -s * dx + c * dy, dyaw], atol=1e-9)
+        if info["blocked"]:
+            bumps += 1
+            assert np.linalg.norm(obs.sensors["motion"][:2]) < np.linalg.norm(a[:2]) - 1e-6
+        else:
+            free += 1
+            np.testing.assert_allclose(obs.sensors["motion"], a, atol=1e-9)
+    assert free > 10
+
+
 def test_camera_pose_matches_mujoco(env):
     env.reset(options={"trial": 2})
     env.step(np.array([0.1, 0.05, 0.3]))

@@ -258,6 +258,25 @@ def test_the_proprio_token_carries_the_state_and_survives_export(oft_policy, tmp
         p.infer_batch([{k: v for k, v in obs[0].items() if k != "state"}])
 
 
+def test_the_proprio_vector_is_the_named_observation_keys():
+    """``inputs.proprio_keys``: the proprio token reads the named keys, concatenated in order (a base's
+    wheel odometry ``sensors/motion`` instead of its odometry pose)."""
+    from vla.policy.inputs import InputConfig, InputTransform
+
+    cfg = InputConfig(
+        cameras=("ego",), image_size=32, proprio="token", proprio_keys=("sensors/motion", "state"), augment=False
+    )
+    (o,) = _obs_with_state(1, seed=3)
+    o["sensors/motion"] = np.array([0.25, -0.1, 0.5])
+    mi = InputTransform(cfg).observation(o)
+    np.testing.assert_array_equal(mi.state, np.concatenate([[0.25, -0.1, 0.5], o["state"]]))
+    assert InputConfig.from_dict(cfg.to_dict()) == cfg  # saved with the checkpoint as a list
+    with pytest.raises(ValueError, match=r"has none of \['sensors/motion'\]"):
+        InputTransform(cfg).observation({k: v for k, v in o.items() if k != "sensors/motion"})
+    with pytest.raises(ValueError, match="proprio_keys must name 'state' or 'sensors/<name>'"):
+        InputConfig(proprio="token", proprio_keys=("memory/text",))
+
+
 def test_autoregressive_decoding_with_the_proprio_token_equals_generate():
     mcfg, pcfg = _configs(chunk=2, inputs={"cameras": ["ego"], "proprio": "token"})
     p = build_policy(mcfg, pcfg, _stats(), proprio=_proprio_stats())

@@ -109,7 +109,7 @@ class GroundNavEnv(VLAEnv):
         self._step = 0
         self._trajectory = [self._pose.copy()]
         self._reached, self._path_m = False, 0.0
-        return self._observe(blocked=False)
+        return self._observe(blocked=False, motion=np.zeros(3))
 
     def step(self, action: Any) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         if self.episode is None:
@@ -122,12 +122,12 @@ class GroundNavEnv(VLAEnv):
         self._path_m += float(np.hypot(*(self._pose[:2] - before[:2])))
         self._step += 1
         self._trajectory.append(self._pose.copy())
-        obs, info = self._observe(blocked=res.blocked, stopped=stop)
+        obs, info = self._observe(blocked=res.blocked, motion=base_motion(before, self._pose), stopped=stop)
         terminated = stop if self.cfg.stop_action else bool(info["success"])
         truncated = not terminated and self._step >= self.max_episode_steps
         return obs, float(info["success"]), terminated, truncated, info
 
-    def _observe(self, blocked: bool, stopped: bool = False) -> tuple[Observation, dict[str, Any]]:
+    def _observe(self, blocked: bool, motion: np.ndarray, stopped: bool = False) -> tuple[Observation, dict[str, Any]]:
         frame = self.scene.camera_frame(self._pose, self.T_world_odom, step=self._step)
         self._last_frame = frame
         frac = self._visible_fraction(frame)
@@ -162,7 +162,7 @@ class GroundNavEnv(VLAEnv):
             state=self.odom_pose(),
             instruction=self.instruction,
             step=self._step,
-            sensors={"blocked": bool(blocked)},
+            sensors={"blocked": bool(blocked), "motion": motion},
         )
         return obs, info
 
@@ -176,7 +176,10 @@ class GroundNavEnv(VLAEnv):
             ),
             state=ArraySpec((3,), "float64", ("x_m", "y_m", "yaw_rad")),
             cameras=(CameraSpec("ego", c.height, c.width, depth=True, instance=True),),
-            sensors={"blocked": ArraySpec((), "bool")},
+            sensors={
+                "blocked": ArraySpec((), "bool"),
+                "motion": ArraySpec((3,), "float64", ("forward_m", "left_m", "yaw_rad")),
+            },
             task=self.task.to_dict(),
             info=self._spec_info(),
         )
@@ -255,3 +258,11 @@ class GroundNavEnv(VLAEnv):
             at_goal=lambda: bool(self._last_info.get("at_goal")),
             stop_action=self.cfg.stop_action,
         )
+
+
+def base_motion(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """Wheel odometry of one step: how far the base moved, ``[forward_m, left_m, yaw_rad]`` in the frame
+    of its pose before the step (what it achieved, not what it was told: a bump shortens it)."""
+    d = np.asarray(after[:2], dtype=np.float64) - np.asarray(before[:2], dtype=np.float64)
+    c, s = math.cos(before[2]), math.sin(before[2])
+    return np.array([c * d[0] + s * d[1], -s * d[0] + c * d[1], wrap_angle(after[2] - before[2])], dtype=np.float64)

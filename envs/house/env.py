@@ -20,8 +20,9 @@ Observations (:class:`Observation`): ``cameras["ego"]`` is a :class:`CameraFrame
 metres, instance ids with ``labels`` for the ids in view, K, and ``T_world_cam`` **in the odometry
 frame**: origin at the agent's pose at reset on the floor, x forward, z up); ``state`` is the
 odometry pose ``[x, y, yaw]``; ``sensors["blocked"]`` tells whether the last move bumped (a bump
-sensor). Instance id 0 is everything structural (floors, walls, ceiling); only furniture and small
-objects have ids. ``scene_truth()`` (world frame, privileged) gives ``T_world_odom``.
+sensor), ``sensors["motion"]`` what the last step achieved (wheel odometry, ``[forward_m, left_m,
+yaw_rad]`` in the previous pose's frame). Instance id 0 is everything structural (floors, walls,
+ceiling); only furniture and small objects have ids. ``scene_truth()`` (world frame, privileged) gives ``T_world_odom``.
 
 ``info`` after every step: success, at_goal, stopped, blocked, target (object id),
 target_distance_m (horizontal, to its box), target_visible_fraction, geodesic_start_m,

@@ -9,7 +9,7 @@ taken, in the :meth:`~envs.observation.Observation.to_dict` layout --
     cameras/<cam>/<field>         the chosen cameras' chosen fields (``camera_fields``; default rgb only;
                                   all of rgb, depth, K, T_world_cam make a frame Observation.from_dict reads)
     cameras/<cam>/label_ids|label_names   with the instance field: the episode's instance labels
-    sensors/<key>                 the env's sensors (house: blocked; LIBERO: joint_states, ..., robot_state)
+    sensors/<key>                 the env's sensors (house: blocked, motion; LIBERO: joint_states, ..., robot_state)
     memory/<key>                  with ``memory=MemoryCache(...)``: the spatial memory after fusing 0..t
 
 -- and ``actions`` is ``(chunk, D)``: ``a_t .. a_{t+chunk-1}``, the last action repeated past the
@@ -142,10 +142,24 @@ class DemoSource:
     def actions(self) -> np.ndarray:
         return self._all_actions.copy()
 
-    def states(self) -> np.ndarray:
-        """Every step's state vector, in sample order (the proprio statistics of ``inputs.proprio=token``)."""
-        rows = [self._episode_states(r) for r in self._refs]
+    def states(self, keys: tuple[str, ...] = ("state",)) -> np.ndarray:
+        """Every step's proprio vector, in sample order (the statistics of ``inputs.proprio=token``): the
+        observation ``keys`` concatenated, ``"state"`` or ``"sensors/<name>"``."""
+        rows = [np.concatenate([self._episode_column(r, k) for k in keys], axis=1) for r in self._refs]
         return np.concatenate(rows) if rows else np.zeros((0, 0))
+
+    def _episode_column(self, ref: EpisodeRef, key: str) -> np.ndarray:
+        if key == "state":
+            return self._episode_states(ref)
+        name = key.removeprefix("sensors/")
+        if name not in ref.sensors:
+            raise ValueError(f"{ref.where(f'obs/{name}')} is missing: the policy reads {key} (inputs.proprio_keys)")
+        where = "robot_states" if name == "robot_state" else f"obs/{name}"  # as sample() reads it
+        try:
+            x = np.asarray(self._pool.dataset(ref.path, f"{ref.group}/{where}")[:], dtype=np.float64)
+        except KeyError as exc:
+            raise ValueError(f"{ref.where(where)} is missing") from exc
+        return x.reshape(len(x), -1)
 
     def _episode_states(self, ref: EpisodeRef) -> np.ndarray:
         try:

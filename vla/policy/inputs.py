@@ -42,6 +42,9 @@ class InputConfig:
     prompt: str = PROMPT
     proprio: str = "none"  # none | text (the state vector's digits in the prompt) | token (one token, a learned
     #                         projection of the normalised state: OpenVLA-OFT's proprio projector)
+    # what "the state vector" is: observation keys concatenated in order (a base's wheel odometry of the
+    # last step: ["sensors/motion"]; the arm's pose: ["state"])
+    proprio_keys: tuple[str, ...] = ("state",)
     memory_map: bool = False  # memory/topdown as an extra image
     memory_text: bool = False  # memory/text (the object table) in the prompt
     augment: bool = True  # random resized crop + colour jitter in training
@@ -50,6 +53,12 @@ class InputConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cameras", tuple(self.cameras))
+        object.__setattr__(self, "proprio_keys", tuple(self.proprio_keys))
+        bad = [k for k in self.proprio_keys if k != "state" and not str(k).startswith("sensors/")]
+        if not self.proprio_keys or bad:
+            raise ValueError(
+                f"inputs.proprio_keys must name 'state' or 'sensors/<name>' keys, got {list(self.proprio_keys)}"
+            )
         if isinstance(self.proprio, bool) or self.proprio in ("true", "false"):  # checkpoints before "token"
             object.__setattr__(self, "proprio", "text" if self.proprio in (True, "true") else "none")
         if self.proprio not in PROPRIO:
@@ -68,7 +77,7 @@ class InputConfig:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("cameras", "crop_scale", "jitter"):
+        for k in ("cameras", "proprio_keys", "crop_scale", "jitter"):
             d[k] = list(d[k])
         return d
 
@@ -181,6 +190,7 @@ class Prompt:
     memory_text: bool
     n_camera_images: int
     memory_map: bool
+    proprio_keys: tuple[str, ...] = ("state",)
 
     def __call__(self, d: dict[str, Any], rng: np.random.Generator | None = None) -> dict[str, Any]:
         instruction = str(d["prompt"]).strip().rstrip(".").lower() if d.get("prompt") else ""
@@ -194,9 +204,19 @@ class Prompt:
                 )
             parts.append(f" Objects: {d['memory/text']}.")
         if self.proprio == "text":
-            state = np.asarray(d["state"], dtype=np.float64).ravel()
+            state = proprio_vector(d, self.proprio_keys)
             parts.append(" State: " + " ".join(f"{v:.3f}" for v in state) + ".")
         return {**d, "_text": "".join(parts)}
+
+
+def proprio_vector(d: dict[str, Any], keys: tuple[str, ...]) -> np.ndarray:
+    """The proprio vector of an observation dict: its ``keys`` flattened and concatenated, float64."""
+    missing = [k for k in keys if k not in d]
+    if missing:
+        raise ValueError(
+            f"the policy reads the state (inputs.proprio_keys={list(keys)}) but the observation has none of {missing}"
+        )
+    return np.concatenate([np.asarray(d[k], dtype=np.float64).ravel() for k in keys])
 
 
 class InputTransform:
@@ -209,7 +229,7 @@ class InputTransform:
             SelectImages(c.cameras, c.memory_map),
             Augment(c.crop_scale, c.jitter, n, c.image_size) if c.augment else None,
             Resize(c.image_size),
-            Prompt(c.prompt, c.proprio, c.memory_text, n, c.memory_map),
+            Prompt(c.prompt, c.proprio, c.memory_text, n, c.memory_map, c.proprio_keys),
         ]
         self.steps = [s for s in self.steps if s is not None]
 
@@ -220,9 +240,7 @@ class InputTransform:
             d = step(d, rng)
         state = None
         if self.config.proprio == "token":
-            if "state" not in d:
-                raise ValueError("the policy reads the state (inputs.proprio=token) but the observation has none")
-            state = np.asarray(d["state"], dtype=np.float64).ravel()
+            state = proprio_vector(d, self.config.proprio_keys)
         return ModelInput(images=d["_images"], text=d["_text"], state=state)
 
     def question(self, images: list[np.ndarray], prompt: str) -> ModelInput:

@@ -88,15 +88,15 @@ def action_statistics(sources: list[Any], norms: dict[str, dict[str, Any]] | Non
     return {k: ActionStats.from_actions(np.concatenate(v), **norms.get(k, {"mask": None})) for k, v in by_key.items()}
 
 
-def proprio_statistics(sources: list[Any]) -> dict[str, Any]:
-    """Per dataset key, statistics of the training episodes' state vectors (for ``inputs.proprio=token``);
-    sources without states (question sets) are left out."""
+def proprio_statistics(sources: list[Any], keys: tuple[str, ...] = ("state",)) -> dict[str, Any]:
+    """Per dataset key, statistics of the training episodes' proprio vectors (``inputs.proprio=token``; ``keys``:
+    ``inputs.proprio_keys``); sources without states (question sets) are left out."""
     from vla.actions import ActionStats
 
     by_key: dict[str, list[np.ndarray]] = {}
     for s in sources:
         states = getattr(s, "states", None)
-        x = states() if states is not None else None
+        x = states(tuple(keys)) if states is not None else None
         if x is not None and len(x):
             by_key.setdefault(s.key, []).append(np.asarray(x, dtype=np.float64))
     return {k: ActionStats.from_actions(np.concatenate(v)) for k, v in by_key.items()}

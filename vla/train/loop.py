@@ -215,7 +215,7 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
     dist.barrier()
     proprio = None
     if pcfg.inputs.proprio == "token":
-        proprio = {k: v for k, v in proprio_statistics(train_src).items() if k in stats}
+        proprio = {k: v for k, v in proprio_statistics(train_src, pcfg.inputs.proprio_keys).items() if k in stats}
         if not proprio:
             raise ValueError("policy.inputs.proprio=token but no training source has state vectors")
     torch.manual_seed(tcfg.seed)
