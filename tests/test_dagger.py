@@ -46,9 +46,28 @@ def test_the_teachers_labels_are_recorded_on_the_learners_states(tmp_path):
     assert not list((tmp_path / "default" / "demos").glob("*_demo.hdf5"))
 
 
-def test_a_privileged_teacher_or_missing_learner_is_refused():
+def test_dart_the_teacher_drives_with_noise_and_labels_its_own_clean_action(tmp_path):
+    """beta=1 without a learner and with agent.noise: DART's collection (the executed action is the
+    teacher's plus Gaussian noise, the label the teacher's own action)."""
+    args = _args(tmp_path, "record_keep=all", "agent.beta=1.0", "agent.noise=[0.03,0.0,0.1,0.0]")
+    args.remove("agent.learner={name: random}")
+    assert rollout_main(args) == 0
+    (demo,) = sorted((tmp_path / "demos").glob("*_demo.hdf5"))
+    with h5py.File(demo, "r") as f:
+        labels, executed = f["data/demo_0/actions"][:], f["data/demo_0/executed_actions"][:]
+    delta = executed - labels
+    assert np.all(delta[:, [1, 3]] == 0)  # no noise asked on these dimensions
+    # std 0.1 on the turn; where the navigator turns at full scale the noise is clipped back to the bound
+    assert (delta[:, 2] != 0).sum() >= len(delta) // 2 and 0.01 < np.abs(delta[:, 2]).mean() < 0.3
+    assert labels[0, 3] < 0.5 and abs(labels[0, 2]) > 0  # labels are the navigator's: its first turn
+
+
+def test_a_privileged_teacher_missing_learner_or_bad_noise_is_refused():
     with pytest.raises(ValueError, match="agent.learner"):
         make_agent({"name": "dagger"})
+    for noise in ([], [0.1, -0.1, 0.0, 0.0], [float("nan")]):
+        with pytest.raises(ValueError, match="agent.noise"):
+            make_agent({"name": "dagger", "beta": 1.0, "noise": noise})
     with pytest.raises(ValueError, match="privileged"):
         make_agent({"name": "dagger", "learner": {"name": "random"}, "teacher": {"name": "scripted"}})
 
