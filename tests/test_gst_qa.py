@@ -12,7 +12,7 @@ import pytest
 from envs.observation import Observation
 from vla.data import GSTQASource
 from vla.data.stream_memory import StreamMemoryCache, question_entries, stream_memory_entries
-from vla.gst.question import load_questions, load_stream, save_stream
+from vla.questions.question import load_questions, load_stream, save_stream
 from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 
 

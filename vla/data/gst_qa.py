@@ -2,8 +2,8 @@
 
 One sample per question; its episode is the question's **scene** (questions of a scene share their
 video, so a train/val split by episode never lets a scene's video leak across). Questions are read
-through :func:`vla.gst.question.load_questions`; the answer is
-:func:`vla.gst.answers.format_answer` of the question's typed answer (what a perfect model says).
+through :func:`vla.questions.question.load_questions`; the answer is
+:func:`vla.questions.answers.format_answer` of the question's typed answer (what a perfect model says).
 
 Images, in the order the question's prompt refers to them, each marked ``<image>`` in the prompt:
 
@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from vla.gst.answers import format_answer
-from vla.gst.question import Question, load_questions
-from vla.gst.subtasks import CHOICES, SUBTASKS
+from vla.questions.answers import format_answer
+from vla.questions.question import Question, load_questions
+from vla.questions.subtasks import CHOICES, SUBTASKS
 from vla.transforms.memory import MemoryInputsConfig
 
 from .sample import Sample, SceneQuestions, check_episodes, check_index

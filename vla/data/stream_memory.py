@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from envs.observation import Observation
-from vla.gst.question import PUBLIC_META, MediaRef, Question, content_token
+from vla.questions.question import PUBLIC_META, MediaRef, Question, content_token
 from vla.policy import memory_inputs
 from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 
@@ -76,7 +76,7 @@ def question_entries(q: Question, inputs: MemoryInputs) -> dict[str, Any]:
     stream offline, the agent's live one mid-episode): the object table measured from the question's
     current view and led by its target (see the module doc); a question with neither gets the plain
     entries. Traj questions read their clip's memory (:func:`fused_stream` with ``clip_stream``)."""
-    from vla.gst.answering import AnswererConfig, MemoryAnswerer
+    from vla.questions.answering import AnswererConfig, MemoryAnswerer
 
     if stream_key_of(q) != "stream" or inputs.memory is None or inputs.memory.n_frames == 0:
         return inputs.entries()
