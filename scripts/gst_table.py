@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from vla.gst.metrics import aggregate  # noqa: E402
-from vla.gst.subtasks import SUBTASKS  # noqa: E402
+from vla.questions.subtasks import SUBTASKS  # noqa: E402
 
 
 def load_scores(path: Path) -> dict:

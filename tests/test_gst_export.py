@@ -24,7 +24,7 @@ from scipy.stats import binom
 
 from tests.conftest import ROOT
 from vla.gst.cli import main as gst_main
-from vla.gst.question import PUBLIC_META, load_questions
+from vla.questions.question import PUBLIC_META, load_questions
 from vla.gst.score import score_predictions
 
 SCENES = 6
@@ -182,8 +182,8 @@ def test_every_question_has_its_own_copies_and_no_two_files_are_near_duplicates(
 
 
 def test_the_export_names_no_scene_pose_or_answer_and_scores_against_the_private_file(gst, small, tmp_path):
-    from vla.gst.answers import format_answer
-    from vla.gst.subtasks import SUBTASKS
+    from vla.questions.answers import format_answer
+    from vla.questions.subtasks import SUBTASKS
 
     raw = load_questions(gst)
     rows = _rows(small / "questions.jsonl")
@@ -216,7 +216,7 @@ def test_streams_clips_and_views_are_recordings_of_their_own(gst, small):
     """Streams and clips are numbered from 0 (a clip no longer carries the video's step numbers), no
     clip frame equals a frame of its question's stream in any array, boxes stay inside the frames they
     mark, detector tables are listed by id, and a current view carries no pose."""
-    from vla.gst.question import load_stream
+    from vla.questions.question import load_stream
 
     rows = _rows(small / "questions.jsonl")
     traj = [r for r in rows if r["subtask"] == "Traj"]
@@ -310,7 +310,7 @@ def test_in_process_agents_get_the_blind_view(gst):
     """``Question.for_agent`` gives what the export gives: no scene (its family only), no question
     directory, an opaque id, media as handles that name no path (the file's content hash instead), a
     Traj clip numbered from 0."""
-    from vla.gst.question import MediaRef
+    from vla.questions.question import MediaRef
 
     qs = load_questions(gst)
     tokens: dict[str, set[str]] = {}
@@ -338,7 +338,7 @@ def test_in_process_agents_get_the_blind_view(gst):
 @pytest.mark.slow
 def test_the_memory_agent_answers_the_blind_view_as_the_named_one(gst):
     """Blindness costs the memory agent nothing: the same answers with and without names and paths."""
-    from vla.gst.answering import MemoryAnswerer
+    from vla.questions.answering import MemoryAnswerer
 
     mine = [q for q in load_questions(gst) if q.subtask in ("EDv", "GPv", "Pos", "Traj")]
     assert len(mine) == 4

@@ -11,12 +11,12 @@ from scipy.spatial import cKDTree
 
 from envs.registry import make_env
 from spatial_memory.geometry import backproject, transform_points
-from vla.gst.answers import random_answer
+from vla.questions.answers import random_answer
 from vla.gst.cli import main as gst_main
 from vla.gst.generate import Balancer
-from vla.gst.question import load_questions
+from vla.questions.question import load_questions
 from vla.gst.score import score_one
-from vla.gst.subtasks import CHOICES, SUBTASKS
+from vla.questions.subtasks import CHOICES, SUBTASKS
 
 SCENES = 4
 GEN = [

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from vla.gst.answers import format_answer, random_value
+from vla.questions.answers import format_answer, random_value
 from vla.gst.metrics import accuracy, aggregate, angle_error, angle_macc, bootstrap_ci, mra, point_macc
 from vla.gst.parse import parse, parse_angle, parse_choice, parse_distance, parse_point
 

@@ -22,7 +22,7 @@ from spatial_memory.geometry import camera_yaw, wrap_deg
 from tests.conftest import ROOT, cli_env
 from vla.agents import make_agent
 from vla.gst.midepisode import GSTQuestioner
-from vla.gst.subtasks import SUBTASKS
+from vla.questions.subtasks import SUBTASKS
 from vla.rollout.runtime import Subscriber, run_episode
 
 SEED = 900003
@@ -205,7 +205,7 @@ def test_registration_is_redone_when_the_live_memory_grows():
     from spatial_memory import SpatialMemory
     from spatial_memory.synthetic import apartment_scene, apartment_tour, default_camera
     from spatial_memory.topdown import TopDownFrame
-    from vla.gst.answering import MemoryAnswerer
+    from vla.questions.answering import MemoryAnswerer
 
     scene = apartment_scene()
     K = default_camera(48, 48)
@@ -232,7 +232,7 @@ def test_registration_is_redone_when_the_live_memory_grows():
 def test_targets_missing_from_the_registry_are_located_from_their_pixels(episode):
     """The answerer's fallback (a target the memory's registry does not hold) on the real episode's
     stream: the median of the target's back-projected pixels lands on the true object."""
-    from vla.gst.answering import _locate_in_stream
+    from vla.questions.answering import _locate_in_stream
 
     result, frames, truth = episode
     T_odom_world = np.linalg.inv(truth.T_world_odom)
@@ -256,8 +256,8 @@ def test_mid_episode_questions_use_the_live_memory_and_never_a_stale_one():
     checkpoints): questions without a pose (GP, TDS, Traj) must see the whole episode so far too."""
     from spatial_memory import SpatialMemory
     from spatial_memory.synthetic import apartment_scene, apartment_tour, default_camera
-    from vla.gst.answering import MemoryAnswerer
-    from vla.gst.question import Question
+    from vla.questions.answering import MemoryAnswerer
+    from vla.questions.question import Question
 
     scene, K = apartment_scene(), default_camera(32, 32)
     frames = [scene.render(T, K, 32, 32, step=i) for i, T in enumerate(apartment_tour(12))]

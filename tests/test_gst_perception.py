@@ -9,8 +9,8 @@ import pytest
 
 from spatial_memory.frame import CameraFrame
 from spatial_memory.profiles import PROFILES
-from vla.gst.answering import AnswererConfig, MemoryAnswerer
-from vla.gst.question import load_questions
+from vla.questions.answering import AnswererConfig, MemoryAnswerer
+from vla.questions.question import load_questions
 from vla.gst.sensors import AgentSensors, sensors_for
 
 from .test_gst_generate import qdir  # noqa: F401  (the generated question set fixture)

@@ -17,7 +17,7 @@ from websockets.sync.client import connect
 from tests.serving import LinearModel, served, toy_spec, tour_observations
 from vla.serve import ModelSessions, PolicyClient
 from vla.serve.protocol import METHODS
-from vla.serve.wire import unpack
+from vla.wire.codec import unpack
 
 
 def _array(data: bytes, dtype, shape) -> dict:

@@ -21,7 +21,7 @@ from spatial_memory import SpatialMemory
 from tests.serving import serve_cli, served, toy_spec, tour_observations
 from vla.serve import ConnectionRejected, PolicyClient, ServeConfig, ServerError
 from vla.serve.cli import serve_main
-from vla.serve.wire import unpack
+from vla.wire.codec import unpack
 
 MEMORY = {"name": "memory", "memory": "apartment"}
 # what Chromium sends when a page opens a websocket (besides Origin and Host)

@@ -20,7 +20,7 @@ from spatial_memory.synthetic import apartment_scene
 from spatial_memory.topdown import TopDownFrame
 from tests.serving import LinearModel, angle_diff, served, toy_spec, tour_observations, truth_bearing
 from vla.serve import ConnectionRejected, ModelSessions, PolicyClient, ServeConfig, ServerError, make_batch_policy
-from vla.serve.wire import pack, unpack
+from vla.wire.codec import pack, unpack
 
 # the toy env is not a mobile base, so "auto" would pick the tabletop preset (depth to 3 m)
 MEMORY = {"name": "memory", "memory": "apartment"}

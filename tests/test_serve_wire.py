@@ -9,7 +9,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from vla.serve.wire import WireError, dumps_json, loads_json, pack, unpack
+from vla.wire.codec import WireError, dumps_json, loads_json, pack, unpack
 
 
 @pytest.mark.parametrize(

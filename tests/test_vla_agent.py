@@ -173,7 +173,7 @@ def test_offline_answers_fuse_each_stream_once_into_the_cache_training_reads(tmp
     the files it leaves are the very ones a training run with the same memory config reads."""
     from vla.agents.vla import VLAAgent
     from vla.data import GSTQASource
-    from vla.gst.question import load_questions
+    from vla.questions.question import load_questions
 
     memory = {"inputs": ["topdown", "objects", "text"], "map_level": "easy", "map_size": [56, 56], "max_objects": 4}
     ck = _export(tmp_path / "policy", memory=memory, chunk=1)

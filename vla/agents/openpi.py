@@ -82,7 +82,7 @@ class OpenpiAgent:
     def _connect(self) -> None:
         from websockets.sync.client import connect
 
-        from vla.serve.wire import unpack_openpi
+        from vla.wire.codec import unpack_openpi
 
         headers = {"Authorization": f"Api-Key {self.token}"} if self.token else None
         self._ws = connect(self.url, additional_headers=headers, compression=None, max_size=None, legacy=True)
@@ -105,7 +105,7 @@ class OpenpiAgent:
         self._connect()
 
     def _request(self, obs: dict[str, Any]) -> np.ndarray:
-        from vla.serve.wire import pack_openpi, unpack_openpi
+        from vla.wire.codec import pack_openpi, unpack_openpi
 
         self._ws.send(pack_openpi(obs))
         reply = self._ws.recv(timeout=self.timeout_s)

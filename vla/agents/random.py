@@ -33,6 +33,6 @@ class RandomAgent:
         return self.rng.uniform(self._low, self._high)
 
     def answer(self, question: Any) -> str:
-        from vla.gst.answers import random_answer  # the answer spaces live with the GST harness
+        from vla.questions.answers import random_answer
 
         return random_answer(question, self.rng)

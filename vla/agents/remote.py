@@ -63,7 +63,7 @@ class RemoteAgent:
     def client(self):
         """The connection to the server, opened on first use (in the process that uses it)."""
         if self._client is None:
-            from vla.serve.client import PolicyClient
+            from vla.wire.client import PolicyClient
 
             self._client = self._reach(
                 "connect",
@@ -78,7 +78,7 @@ class RemoteAgent:
         or an unreachable server is not a result of the policy (server-side errors pass unchanged)."""
         import websockets
 
-        from vla.serve.client import SessionLost
+        from vla.wire.client import SessionLost
 
         try:
             return call()

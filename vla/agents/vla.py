@@ -13,7 +13,7 @@ ACT's exponential weights ``w_i = exp(-ensemble * i)`` (``i = 0`` the oldest pre
 
 ``answer(question)`` asks the same model (``answers=model``; with its memory inputs when it was
 trained with them) or the spatial memory (``answers=memory``). Offline, a memory-reading policy
-fuses each question's stream once (:class:`~vla.data.stream_memory.StreamMemoryCache`; on disk
+fuses each question's stream once (:class:`~vla.policy.stream_memory.StreamMemoryCache`; on disk
 under ``memory_cache`` when given, shared with training's cache and across evaluations).
 """
 
@@ -138,8 +138,8 @@ class VLAAgent:
     def answer(self, question: Any) -> str:
         if self.options.answers == "memory":
             return self.memory_answers(question)
-        from vla.data.gst_qa import question_inputs
-        from vla.data.stream_memory import StreamMemoryCache, question_entries
+        from vla.policy.question_inputs import question_inputs
+        from vla.policy.stream_memory import StreamMemoryCache, question_entries
 
         memory = self.policy.config.inputs.uses_memory
         entries = None

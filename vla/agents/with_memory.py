@@ -7,7 +7,7 @@ answered from the memory (``answers="memory"``) or by the wrapped agent (``answe
 learned policy that answers from its own model). The wrapper is privileged exactly when the wrapped
 agent is (it only forwards ``bind``), and exposes the live memory for servers and viewers.
 
-:class:`MemoryAnswers` answers GST questions from memory inputs (the answerer of :mod:`vla.gst.answering`,
+:class:`MemoryAnswers` answers GST questions from memory inputs (the answerer of :mod:`vla.questions.answering`,
 with the inputs' perception profile and memory settings); the transform itself answers nothing.
 """
 
@@ -33,7 +33,7 @@ class MemoryAnswers:
         self._answerer = None  # built at the first question: the memory's scale depends on the env's spec
 
     def __call__(self, question: Any) -> str:
-        from ..gst.answering import AnswererConfig, MemoryAnswerer
+        from vla.questions.answering import AnswererConfig, MemoryAnswerer
 
         if self._answerer is None:
             cfg = self.inputs.config

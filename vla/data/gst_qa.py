@@ -2,10 +2,11 @@
 
 One sample per question; its episode is the question's **scene** (questions of a scene share their
 video, so a train/val split by episode never lets a scene's video leak across). Questions are read
-through :func:`vla.gst.question.load_questions`; the answer is
-:func:`vla.gst.answers.format_answer` of the question's typed answer (what a perfect model says).
+through :func:`vla.questions.question.load_questions`; the answer is
+:func:`vla.questions.answers.format_answer` of the question's typed answer (what a perfect model says).
 
-Images, in the order the question's prompt refers to them, each marked ``<image>`` in the prompt:
+Images, in the order the question's prompt refers to them, each marked ``<image>`` in the prompt
+(:func:`vla.policy.question_inputs.question_inputs`, which an agent answering asks through too):
 
 * the video: ``max_video_frames`` frames spread evenly over it (Traj: its short clip); the media's
   red boxes on visual targets are kept, and for a visual target half of the frames (at least one)
@@ -18,8 +19,8 @@ odometry poses: what an agent is given): its top-down map (``memory/topdown``) a
 text (``memory/text``) after fusing the stream (Traj: the clip's stream); visual targets keep up to
 two of their boxed frames. The table is measured from the question's current view (where the
 memory localises it) and led by its target as the memory resolves it
-(:func:`~vla.data.stream_memory.question_entries`). Current view, map and options stay. Each
-stream is fused once (:class:`~vla.data.stream_memory.StreamMemoryCache`; on disk under
+(:func:`~vla.policy.stream_memory.question_entries`). Current view, map and options stay. Each
+stream is fused once (:class:`~vla.policy.stream_memory.StreamMemoryCache`; on disk under
 ``cache_dir`` when given, so data-loader workers and later runs share it).
 """
 
@@ -28,15 +29,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from vla.gst.answers import format_answer
-from vla.gst.question import Question, load_questions
-from vla.gst.subtasks import CHOICES, SUBTASKS
+from vla.policy.question_inputs import question_inputs
+from vla.policy.stream_memory import StreamMemoryCache, stream_key_of
+from vla.questions.answers import format_answer
+from vla.questions.question import Question, load_questions
+from vla.questions.subtasks import SUBTASKS
 from vla.transforms.memory import MemoryInputsConfig
 
 from .sample import Sample, SceneQuestions, check_episodes, check_index
-from .stream_memory import StreamMemoryCache, stream_key_of
 
 
 def _media_paths(value: Any) -> list[str]:
@@ -130,68 +130,3 @@ class GSTQASource(SceneQuestions):
 
     def __repr__(self) -> str:
         return f"GSTQASource({self.key!r}: {len(self)} questions, {len(self.episodes())} scenes)"
-
-
-def _frame_indices(n: int, k: int, boxes: dict | None, boxed_only: bool = False) -> list[int]:
-    """Up to ``k`` frame indices in time order: evenly spread; with ``boxes`` (frame -> [x0, y0, x1,
-    y1]) half of them (at least one) the frames with the largest boxes."""
-    chosen: set[int] = set()
-    if boxes:
-        area = {int(j): (b[2] - b[0] + 1) * (b[3] - b[1] + 1) for j, b in boxes.items() if 0 <= int(j) < n}
-        ranked = sorted(area, key=lambda j: (-area[j], j))
-        chosen.update(ranked[: k if boxed_only else max(1, k // 2)])
-    if not boxed_only and n > 0:
-        rest = k - len(chosen)
-        if rest > 0:
-            chosen.update(int(round(x)) for x in np.linspace(0, n - 1, min(rest, n)))
-    return sorted(chosen)
-
-
-def question_inputs(
-    q: Question, memory: bool, max_video_frames: int = 8, entries: dict[str, Any] | None = None
-) -> tuple[list[np.ndarray], str]:
-    """The images and the prompt (one ``<image>`` per image) a model sees for question ``q``: the same
-    for training (:class:`GSTQASource`) and for an agent answering mid-episode (``vla.agents.vla``).
-    With ``memory``, ``entries`` are the memory's ``memory/*`` entries after fusing the question's
-    stream (offline: replayed from the stream files; mid-episode: the agent's live memory)."""
-    images: list[np.ndarray] = []
-    lines: list[str] = []
-
-    def add(label: str, imgs: list[np.ndarray], tags: list[str] | None = None) -> None:
-        marks = [f"{t} <image>" for t in tags] if tags else ["<image>"] * len(imgs)
-        lines.append(f"{label}: " + " ".join(marks))
-        images.extend(np.array(np.asarray(im)[..., :3], dtype=np.uint8) for im in imgs)  # copies: media are cached
-
-    visual = SUBTASKS[q.subtask].target == "visual" and "boxes" in q.media
-    video_key = "clip_video" if "clip_video" in q.media else "video"
-    if not memory:
-        frames = q.get(video_key)
-        idx = _frame_indices(len(frames), max_video_frames, q.get("boxes") if visual else None)
-        add("Video frames" if video_key == "video" else "Video clip frames", [frames[j] for j in idx])
-    else:
-        entries = entries or {}
-        if "topdown" in entries:
-            add(
-                "Top-down map of your spatial memory, built from the video (red: the path travelled, "
-                "blue: its start, green arrow: where the video ended)",
-                [entries["topdown"]],
-            )
-        if "text" in entries:
-            where = "the current view" if "current_view" in q.media else "the end of the video"
-            lines.append(
-                f"Objects in your spatial memory (direction and distance from {where}; [target]: the object "
-                "asked about): " + entries["text"]
-            )
-        if visual:
-            frames = q.get(video_key)
-            boxed = _frame_indices(len(frames), 2, q.get("boxes"), boxed_only=True)
-            if boxed:
-                add("Video frames where the target is marked", [frames[j] for j in boxed])
-    if "current_view" in q.media:
-        add("Current view", [q.get("current_view")])
-    if "map" in q.media:
-        add("Top-down map", [q.get("map")])
-    if "options" in q.media:
-        opts = q.get("options")
-        add("Options", opts, list(CHOICES[: len(opts)]))
-    return images, "\n".join(lines + [q.prompt])

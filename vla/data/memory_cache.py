@@ -7,13 +7,13 @@ follows, as at inference) -- and the ``memory/*`` entries after fusing steps ``0
 every step ``t``: exactly what the transform adds to observation ``t`` in a rollout.
 
 One HDF5 file per episode under ``root``, named ``<episode>-<key>.hdf5``, where the key
-(:func:`~vla.data.memory_entries.memory_key`) hashes the :class:`MemoryInputsConfig`, the source file's
+(:func:`~vla.transforms.memory_entries.memory_key`) hashes the :class:`MemoryInputsConfig`, the source file's
 path, size and mtime, the episode and its camera: a changed config or file gets a new key, and a file
 whose stored identity is not its name's is built again, so a stale cache is never read. Writes are
 atomic, so a killed build loses at most the episodes in flight, and :meth:`build` skips episodes
 already cached. Entries are built lazily on first access (in whatever process asks: a data-loader
 worker) or eagerly with a progress bar (:meth:`build`, ``workers`` processes). The file format is
-the one both memory caches share (:mod:`vla.data.memory_entries`).
+the one both memory caches share (:mod:`vla.transforms.memory_entries`).
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from envs.spec import EnvSpec
 from spatial_memory.frame import CameraFrame
 from vla.policy import memory_inputs
 from vla.transforms.memory import MemoryInputsConfig
+from vla.transforms.memory_entries import EntryFile, memory_key, write_entries
 
 from .handles import HandlePool, open_hdf5
 from .layout import ORIENTATIONS, EpisodeRef, reorient, reorient_K
-from .memory_entries import EntryFile, memory_key, write_entries
 
 _BLOCK = 32  # frames read from the demonstration file at a time
 

@@ -243,7 +243,7 @@ def _manifest(out: Path, cfg: dict[str, Any]) -> dict[str, Any]:
 def evaluate_questions(cfg: dict[str, Any]) -> dict[str, Any]:
     from vla.agents import make_agent
 
-    from .question import load_questions
+    from vla.questions.question import load_questions
 
     if not cfg.get("questions"):
         raise ValueError("eval needs questions=DIR (a directory with questions.jsonl)")
@@ -297,7 +297,7 @@ def score_files(
     answers: str | Path | None = None,
 ) -> dict[str, Any]:
     """Score predictions against a question set's answers, or (``answers``) an export's private file."""
-    from .question import load_questions
+    from vla.questions.question import load_questions
     from .score import load_jsonl, plot_scores, score_predictions
 
     if answers is not None:

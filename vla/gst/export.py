@@ -44,8 +44,8 @@ from typing import Any
 import numpy as np
 
 from .disguise import CameraCopy, IdMap, MapCopy
-from .question import PUBLIC_META, Question, load_questions, save_stream
-from .subtasks import CHOICES, TDS_LEVEL
+from vla.questions.question import PUBLIC_META, Question, load_questions, save_stream
+from vla.questions.subtasks import CHOICES, TDS_LEVEL
 
 # every medium a question may carry (anything else is refused: it would go out without a disguise)
 KNOWN_MEDIA = ("video", "stream", "boxes", "current_view", "current_sensors", "map", "options")

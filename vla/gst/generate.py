@@ -30,8 +30,8 @@ from spatial_memory.geometry import backproject, camera_yaw, egocentric_bearing,
 
 from envs.material import SceneMaterial
 from .prompts import prompt
-from .question import Question
-from .subtasks import CHOICES, TDS_LEVEL, check_codes
+from vla.questions.question import Question
+from vla.questions.subtasks import CHOICES, TDS_LEVEL, check_codes
 
 RED = np.array([255, 0, 0], dtype=np.uint8)
 DEFAULT_PER_SCENE = {

@@ -10,7 +10,7 @@ import numpy as np
 
 from spatial_memory.frame import CameraFrame
 
-from .question import Question, save_stream
+from vla.questions.question import Question, save_stream
 
 
 class MediaWriter:

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .subtasks import SUBTASKS
+from vla.questions.subtasks import SUBTASKS
 
 ANGLE_THRESHOLDS = (15.0, 30.0, 45.0)
 MRA_THRESHOLDS = tuple(np.round(np.arange(0.50, 0.951, 0.05), 2))

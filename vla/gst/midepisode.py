@@ -24,7 +24,7 @@ from vla.rollout.runtime import Episode, EpisodeResult, Subscriber
 from .generate import GenConfig, QuestionGenerator, instance_stats
 from .options import GSTOptions
 from .score import score_one
-from .subtasks import SUBTASKS
+from vla.questions.subtasks import SUBTASKS
 
 # what gst.jsonl keeps of a question's truth (option_scenes: which scenes' maps a TDS question showed)
 ROW_META = ("target", "target_instance", "category", "level", "option_scenes")

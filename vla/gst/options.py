@@ -21,7 +21,7 @@ class GSTOptions:
 
     @classmethod
     def from_dict(cls, cfg: dict[str, Any] | None) -> "GSTOptions":
-        from .subtasks import check_codes
+        from vla.questions.subtasks import check_codes
 
         opts = from_dict(cls, cfg, "gst")
         if opts.every is not None and int(opts.every) < 1:

@@ -11,7 +11,7 @@ import math
 import re
 from typing import Any
 
-from .subtasks import CHOICES
+from vla.questions.subtasks import CHOICES
 
 _NUM = r"[-+−]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"  # "1.5e2" is one number, not 1.5
 _NUMBER = re.compile(_NUM)

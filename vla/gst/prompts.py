@@ -6,7 +6,7 @@ convention it is scored with, so a model that follows the prompt is scored corre
 
 from __future__ import annotations
 
-from .subtasks import SUBTASKS
+from vla.questions.subtasks import SUBTASKS
 
 _INTRO = "You are given a video of an agent exploring an indoor scene."
 _CURRENT = " The last image is your current view."

@@ -10,7 +10,7 @@ import numpy as np
 
 from .metrics import aggregate, score
 from .parse import parse
-from .subtasks import SUBTASKS
+from vla.questions.subtasks import SUBTASKS
 
 
 def load_jsonl(path: str | Path) -> list[dict[str, Any]]:

@@ -6,7 +6,9 @@
 
 Modules: ``backbone`` (Qwen2.5-VL / Qwen3-VL by name, path or config), ``inputs`` (the transforms
 from samples to images + text, shared by training and inference), ``encode`` (token sequences and
-tensors), ``model`` (``VLAPolicy``: action head, loss, constrained decoding, export).
+tensors), ``model`` (``VLAPolicy``: action head, loss, constrained decoding, export), ``question_inputs``
+(a GST question's images and prompt) and ``stream_memory`` (the memory inputs of a question's sensor
+stream, fused once and kept), which training's GST samples and the learned agent's answers share.
 """
 
 from __future__ import annotations

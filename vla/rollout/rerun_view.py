@@ -104,7 +104,7 @@ class _MapSource:
             mem = self.agent.live_memory()
             return mem.topdown(level, trajectory=True, agent=True) if mem is not None and mem.n_frames else None
         if self.remote:
-            from ..serve.client import ServerError
+            from vla.wire.client import ServerError
 
             try:
                 return self.agent.client.topdown(level, session=self.agent.session).image()

@@ -110,7 +110,7 @@ def _size(text: str) -> tuple[int, int]:
 
 
 def query_main(argv: list[str] | None = None) -> int:
-    from .client import PolicyClient, ServerError
+    from vla.wire.client import PolicyClient, ServerError
 
     ap = argparse.ArgumentParser(prog="vla-query", description="Ask a served agent's spatial memory (JSON out).")
     ap.add_argument("question", nargs="?", help='a question in words, e.g. "where is the black bowl?"')

@@ -9,7 +9,7 @@ from typing import Any
 from spatial_memory.strict import from_dict
 
 from .access import is_loopback
-from .wire import MAX_OBJECTS
+from vla.wire.codec import MAX_OBJECTS
 
 
 @dataclass

@@ -16,7 +16,7 @@ from websockets.http11 import Response
 from . import protocol as P
 from .host import HttpHost
 from .mapquery import NotFound
-from .wire import dumps_json
+from vla.wire.codec import dumps_json
 
 PAGE = Path(__file__).with_name("page.html")
 

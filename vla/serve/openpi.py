@@ -2,7 +2,7 @@
 
 The protocol, as openpi's ``openpi-client`` package speaks it: on connect the server sends its
 metadata (a plain map); then every binary message from the client is one bare observation map in
-openpi's msgpack-numpy encoding (:func:`~.wire.unpack_openpi`), answered by a map with
+openpi's msgpack-numpy encoding (:func:`~vla.wire.codec.unpack_openpi`), answered by a map with
 ``actions`` (an array ``[K, D]``: a chunk of K actions; one action is a chunk of one) and
 ``server_timing``. An error is answered as openpi's server answers one: a text frame saying what
 was wrong, then the connection closes with code 1011 (openpi's client raises with that text).
@@ -38,7 +38,7 @@ from vla.openpi_keys import KeyMap
 
 from . import protocol as P
 from .host import OpenpiHost
-from .wire import WireError, pack_openpi
+from vla.wire.codec import WireError, pack_openpi
 
 log = logging.getLogger("vla.serve")
 

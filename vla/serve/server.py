@@ -51,7 +51,7 @@ from .config import ServeConfig
 from .policy import AgentSessions, BatchPolicy, ObservationError, SessionError
 from .queries import QueryRunner
 from .sessions import Session, SessionTable, SnapshotCache
-from .wire import WireError, dumps_json, loads_json, pack, unpack, unpack_openpi
+from vla.wire.codec import WireError, dumps_json, loads_json, pack, unpack, unpack_openpi
 
 log = logging.getLogger("vla.serve")
 INLINE_DECODE = 4096  # bytes: smaller messages (at most ~4,000 values) are decoded on the event loop
@@ -338,7 +338,7 @@ class PolicyServer:
             return self._error(conn, rid, P.INTERNAL, f"{type(exc).__name__}: {exc}", json_mode)
 
     async def decode(self, message: str | bytes, json_mode: bool, openpi: bool = False) -> Any:
-        """One message decoded and checked (:mod:`.wire`; ``openpi``: openpi's msgpack-numpy); one
+        """One message decoded and checked (:mod:`vla.wire.codec`; ``openpi``: openpi's msgpack-numpy); one
         over ``INLINE_DECODE`` bytes on a decoding thread, so a heavy message never holds the event loop."""
 
         def decode() -> Any:

@@ -3,7 +3,7 @@
 The entries are what :meth:`~vla.transforms.memory.MemoryInputs.entries` returns: numpy arrays of one or
 more dimensions (numbers or unicode), ``str``, ``bool``, ``int``, ``float``.
 :class:`~vla.data.memory_cache.MemoryCache` (one file per demonstration, every step) and
-:class:`~vla.data.stream_memory.StreamMemoryCache` (one file per GST question stream or question, one
+:class:`~vla.policy.stream_memory.StreamMemoryCache` (one file per GST question stream or question, one
 step) both name their files by :func:`memory_key` and write and read them through this module.
 
 **Identity** (:func:`memory_key`): a hash of the storage :data:`FORMAT`, the memory config
@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable
 import h5py
 import numpy as np
 
-from vla.transforms.memory import MemoryInputsConfig
+from .memory import MemoryInputsConfig
 
 FORMAT = 2  # 2: named objects lead the table (the instruction is passed); HDF5 for both caches
 SCALARS: dict[str, type] = {"str": str, "bool": bool, "int": int, "float": float}

@@ -15,8 +15,8 @@ what the memory agent computes its answers from, in words, for a model to read.
 Fusing a stream takes seconds; the questions of a scene share one stream, so
 :class:`StreamMemoryCache` keeps what it fused: in memory (the last ``lru`` streams) and, with a
 ``root``, on disk -- one ``.hdf5`` file per question's entries (``q``-prefixed), in the format and
-under the identity both memory caches share (:mod:`vla.data.memory_entries`): named by
-:func:`~vla.data.memory_entries.memory_key` of the memory config, the content of the stream's files and
+under the identity both memory caches share (:mod:`vla.transforms.memory_entries`): named by
+:func:`~vla.transforms.memory_entries.memory_key` of the memory config, the content of the stream's files and
 of the question's view and red boxes, its subtask, prompt and public metadata: never of an id or a
 path, so a question and its agent's blind view (:meth:`Question.for_agent`, which names files by
 content), training and eval share the entry, and a changed config, stream or view is never served
@@ -34,12 +34,11 @@ from typing import Any
 import numpy as np
 
 from envs.observation import Observation
-from vla.gst.question import PUBLIC_META, MediaRef, Question, content_token
+from envs.registry import demo_layout
 from vla.policy import memory_inputs
+from vla.questions.question import PUBLIC_META, MediaRef, Question, content_token
 from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
-
-from .layout import implied_spec
-from .memory_entries import memory_key, read_entries, write_entries
+from vla.transforms.memory_entries import memory_key, read_entries, write_entries
 
 
 QUESTION_MEDIA = ("current_sensors", "current_view", "boxes")  # what a question's entries read besides its stream
@@ -56,7 +55,8 @@ def fused_stream(q: Question, memory: MemoryInputsConfig | dict, stream_key: str
     stream_key = stream_key or stream_key_of(q)
     inputs = memory_inputs(cfg, seed=0)
     libero = q.scene.startswith("libero")
-    inputs.reset(implied_spec("libero", [], {}, 7, 8) if libero else implied_spec("house", [], {}, 3, 3))
+    family, action_dim, state_dim = ("libero", 7, 8) if libero else ("house", 3, 3)
+    inputs.reset(demo_layout(family).implied_spec(family, [], {}, action_dim, state_dim))
     camera = cfg.camera or "ego"
     for f in q.get(stream_key):
         inputs.integrate(Observation(cameras={camera: f}, state=np.zeros(0), instruction="", step=f.step))
@@ -76,7 +76,7 @@ def question_entries(q: Question, inputs: MemoryInputs) -> dict[str, Any]:
     stream offline, the agent's live one mid-episode): the object table measured from the question's
     current view and led by its target (see the module doc); a question with neither gets the plain
     entries. Traj questions read their clip's memory (:func:`fused_stream` with ``clip_stream``)."""
-    from vla.gst.answering import AnswererConfig, MemoryAnswerer
+    from vla.questions.answering import AnswererConfig, MemoryAnswerer
 
     if stream_key_of(q) != "stream" or inputs.memory is None or inputs.memory.n_frames == 0:
         return inputs.entries()

@@ -36,7 +36,7 @@ from websockets.sync.client import connect
 
 from envs.spec import EnvSpec
 
-from .wire import pack, unpack
+from .codec import pack, unpack
 
 
 class ServerError(RuntimeError):
