@@ -68,6 +68,11 @@ def test_a_privileged_teacher_missing_learner_or_bad_noise_is_refused():
     for noise in ([], [0.1, -0.1, 0.0, 0.0], [float("nan")]):
         with pytest.raises(ValueError, match="agent.noise"):
             make_agent({"name": "dagger", "beta": 1.0, "noise": noise})
+    from envs.registry import demo_layout
+
+    house = demo_layout("house").implied_spec("house", [], {}, 3, 3)  # 3 base actions
+    with pytest.raises(ValueError, match="agent.noise has 4 values for the env's 3-dimensional action"):
+        make_agent({"name": "dagger", "beta": 1.0, "noise": [0.1, 0.1, 0.1, 0.0]}).reset("go", house)
     with pytest.raises(ValueError, match="privileged"):
         make_agent({"name": "dagger", "learner": {"name": "random"}, "teacher": {"name": "scripted"}})
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from envs.observation import Observation
-from envs.spec import EnvSpec
+from envs.spec import ActionSpec, EnvSpec
 from spatial_memory.strict import from_dict
 
 from .base import Seedable, is_privileged
@@ -76,7 +76,7 @@ class DAggerAgent:
                 )
         self._rng = np.random.default_rng(seed)
         self._label: np.ndarray | None = None
-        self._bounds: tuple[np.ndarray, np.ndarray] | None = None
+        self._action: ActionSpec | None = None
 
     def seed(self, seed: int | tuple[int, ...]) -> None:
         self._rng = np.random.default_rng(seed)
@@ -91,7 +91,12 @@ class DAggerAgent:
         for agent in self._agents():
             agent.reset(instruction, spec)
         self._label = None
-        self._bounds = (np.asarray(spec.action.low), np.asarray(spec.action.high))
+        self._action = spec.action
+        if self.options.noise is not None and len(self.options.noise) != spec.action.dim:
+            raise ValueError(
+                f"agent.noise has {len(self.options.noise)} values for the env's {spec.action.dim}-dimensional "
+                f"action [{', '.join(spec.action.names)}]"
+            )
 
     def act(self, observation: Observation) -> np.ndarray:
         # each agent gets its own copy: the memory transforms add entries to the observation they fuse
@@ -107,9 +112,7 @@ class DAggerAgent:
 
     def _perturbed(self, action: np.ndarray) -> np.ndarray:
         std = np.asarray(self.options.noise, dtype=np.float64)
-        if std.shape != action.shape:
-            raise ValueError(f"agent.noise has {std.size} values for a {action.size}-dimensional action")
-        return np.clip(action + self._rng.normal(0.0, 1.0, action.shape) * std, *self._bounds)
+        return self._action.check(action + self._rng.normal(0.0, 1.0, action.shape) * std)  # clipped to bounds
 
     def label(self) -> np.ndarray | None:
         return self._label
