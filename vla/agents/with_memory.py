@@ -32,7 +32,8 @@ class MemoryAnswers:
         self.inputs = inputs
         self._answerer = None  # built at the first question: the memory's scale depends on the env's spec
 
-    def __call__(self, question: Any) -> str:
+    def answerer(self) -> Any:
+        """The :class:`~vla.questions.answering.MemoryAnswerer`, with the inputs' profile and memory overrides."""
         from vla.questions.answering import AnswererConfig, MemoryAnswerer
 
         if self._answerer is None:
@@ -41,7 +42,10 @@ class MemoryAnswers:
             self._answerer = MemoryAnswerer(
                 AnswererConfig(tabletop=tabletop, perception=cfg.perception, overrides=cfg.memory_overrides)
             )
-        return self._answerer.answer(question, live=self.inputs.memory)
+        return self._answerer
+
+    def __call__(self, question: Any) -> str:
+        return self.answerer().answer(question, live=self.inputs.memory)
 
 
 class WithMemory:
