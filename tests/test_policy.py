@@ -319,3 +319,38 @@ def test_the_patch_embedding_runs_as_a_matrix_product_with_the_convolutions_numb
     x = torch.randn(32, embed.proj.weight[0].numel())
     assert "forward" in vars(embed)  # replaced on this instance
     torch.testing.assert_close(embed(x), type(embed).forward(embed, x), rtol=0, atol=1e-4)
+
+
+def test_the_object_table_jitter_rewrites_its_numbers_in_training_only():
+    """``inputs.memory_text_jitter``: in training the object table is rewritten from its rows with noisy
+    directions and distances (categories and order kept); without noise the rewrite is the memory's own
+    text, and inference (no rng) reads the table as given."""
+    from envs.registry import make_env
+    from vla.policy.inputs import InputConfig, InputTransform, JitterTable
+    from vla.transforms.memory import MemoryInputs
+
+    env = make_env({"name": "house", "seed": 900001, "max_steps": 4, "use_meshes": False, "width": 96, "height": 96}, 0)
+    try:
+        obs, _ = env.reset(options={"trial": 0})
+        inputs = MemoryInputs({"inputs": ["objects", "text"], "map_size": [32, 32]})
+        inputs.reset(env.env_spec)
+        d = inputs(obs).to_dict()
+    finally:
+        env.close()
+    text = d["memory/text"]
+    assert text != "nothing seen yet" and text.count(";") >= 1  # a table of several rows to jitter
+    rng = np.random.default_rng(0)
+    assert JitterTable(0.0, 0.0)(d, rng)["memory/text"] == text  # the rows rewrite to the very same words
+    cfg = InputConfig(cameras=("ego",), image_size=32, memory_text=True, memory_text_jitter=(5.0, 0.2), augment=False)
+    t = InputTransform(cfg)
+    assert f"Objects: {text}." in t.observation(d).text  # inference: as given
+    noisy = [t.observation(d, np.random.default_rng(s)).text for s in range(4)]
+    assert all(f"Objects: {text}." not in n for n in noisy) and len(set(noisy)) == 4
+    rows = [r.split(":")[0] for r in text.split("; ")]
+    for n in noisy:
+        assert [r.split(":")[0] for r in n.split("Objects: ")[1].rstrip(".").split("; ")] == rows
+    assert InputConfig.from_dict(cfg.to_dict()) == cfg  # saved with the checkpoint
+    with pytest.raises(ValueError, match="no memory/objects"):
+        t.observation({k: v for k, v in d.items() if not k.startswith("memory/objects/")}, rng)
+    with pytest.raises(ValueError, match="memory_text_jitter must be"):
+        InputConfig(memory_text_jitter=(-1.0, 0.0))

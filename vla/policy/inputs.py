@@ -10,6 +10,9 @@ random generator (augmentation happens only when one is given, i.e. in training)
 * :class:`SelectImages` -- the policy's cameras (agentview by default; the wrist camera optional)
   and, with ``memory_map``, the memory's top-down map as one more image;
 * :class:`Augment` -- random resized crop and colour jitter (OpenVLA / VST), training only;
+* :class:`JitterTable` -- Gaussian noise on the object table's directions and distances before it is
+  written in words, training only (``memory_text_jitter``): digits are a brittle input, and a policy
+  fitted to exact ones changes its action when a pose a centimetre off rounds a degree differently;
 * :class:`Resize` -- every image to ``image_size`` squared (what the processor expects);
 * :class:`Prompt` -- "What action should the robot take to {instruction}?" (OpenVLA / VST), with the
   memory's object table (``memory_text``) and the proprioception (``proprio``) when switched on.
@@ -47,6 +50,8 @@ class InputConfig:
     proprio_keys: tuple[str, ...] = ("state",)
     memory_map: bool = False  # memory/topdown as an extra image
     memory_text: bool = False  # memory/text (the object table) in the prompt
+    # std of Gaussian noise on the object table's directions (deg) and distances (m) in training (0: none)
+    memory_text_jitter: tuple[float, float] = (0.0, 0.0)
     augment: bool = True  # random resized crop + colour jitter in training
     crop_scale: tuple[float, float] = (0.9, 1.0)  # area fraction of the random crop
     jitter: tuple[float, float, float, float] = (0.2, 0.2, 0.2, 0.05)  # brightness, contrast, saturation, hue
@@ -65,6 +70,11 @@ class InputConfig:
             raise ValueError(f"inputs.proprio must be one of {PROPRIO}, got {self.proprio!r}")
         object.__setattr__(self, "crop_scale", tuple(float(x) for x in self.crop_scale))
         object.__setattr__(self, "jitter", tuple(float(x) for x in self.jitter))
+        object.__setattr__(self, "memory_text_jitter", tuple(float(x) for x in self.memory_text_jitter))
+        if len(self.memory_text_jitter) != 2 or not all(x >= 0 for x in self.memory_text_jitter):
+            raise ValueError(
+                f"inputs.memory_text_jitter must be [deg, m], two stds >= 0, got {list(self.memory_text_jitter)}"
+            )
         if "{instruction}" not in self.prompt:
             raise ValueError(f"inputs.prompt must contain {{instruction}}, got {self.prompt!r}")
         lo, hi = self.crop_scale
@@ -77,7 +87,7 @@ class InputConfig:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("cameras", "proprio_keys", "crop_scale", "jitter"):
+        for k in ("cameras", "proprio_keys", "crop_scale", "jitter", "memory_text_jitter"):
             d[k] = list(d[k])
         return d
 
@@ -166,6 +176,32 @@ class Augment:
 
 
 @dataclass(frozen=True)
+class JitterTable:
+    """The object table (``memory/text``) rewritten from ``memory/objects/*`` with Gaussian noise on each
+    row's direction (``deg``) and distance (``m``); no-op without rng (inference reads the table as given)."""
+
+    deg: float
+    m: float
+
+    def __call__(self, d: dict[str, Any], rng: np.random.Generator | None = None) -> dict[str, Any]:
+        if rng is None:
+            return d
+        if "memory/objects/direction_deg" not in d:
+            raise ValueError(
+                "inputs.memory_text_jitter rewrites the object table from its rows, but the sample has no "
+                "memory/objects/*: build the memory inputs with 'objects' (data.memory.inputs)"
+            )
+        from spatial_memory.geometry import wrap_deg
+        from vla.transforms.memory import object_table_text
+
+        table = {k.split("/")[-1]: np.asarray(v) for k, v in d.items() if k.startswith("memory/objects/")}
+        n = len(table["direction_deg"])
+        table["direction_deg"] = wrap_deg(table["direction_deg"] + rng.normal(0.0, self.deg, n))
+        table["distance_m"] = np.maximum(table["distance_m"] + rng.normal(0.0, self.m, n), 0.0)
+        return {**d, "memory/text": object_table_text(table)}
+
+
+@dataclass(frozen=True)
 class Resize:
     size: int
 
@@ -228,6 +264,7 @@ class InputTransform:
         self.steps = [
             SelectImages(c.cameras, c.memory_map),
             Augment(c.crop_scale, c.jitter, n, c.image_size) if c.augment else None,
+            JitterTable(*c.memory_text_jitter) if c.memory_text and any(c.memory_text_jitter) else None,
             Resize(c.image_size),
             Prompt(c.prompt, c.proprio, c.memory_text, n, c.memory_map, c.proprio_keys),
         ]
