@@ -16,6 +16,16 @@ def repo_root() -> Path:
     return ROOT
 
 
+def load_script(name: str):
+    """A script of ``scripts/`` as a module (``load_script("gst_table")``), registered in sys.modules."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    mod = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def cli_env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")

@@ -4,14 +4,9 @@ group fails here in seconds; ``make check-docs`` runs them all at tiny size (slo
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from tests.conftest import load_script
 
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("check_docs_commands", ROOT / "scripts" / "check_docs_commands.py")
-check = sys.modules["check_docs_commands"] = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(check)
+check = load_script("check_docs_commands")
 
 
 def test_every_documented_vla_command_composes():

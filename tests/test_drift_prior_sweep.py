@@ -1,20 +1,15 @@
 """scripts/drift_prior_sweep.py: the scaled drift prior reaches the memory the GST answerer builds."""
 
-import importlib.util
-
 import pytest
 
 from spatial_memory.profiles import MEMORY_SETTINGS
-from tests.conftest import ROOT
+from tests.conftest import load_script
 from vla.agents import make_agent
 from vla.config import compose
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("drift_prior_sweep", ROOT / "scripts" / "drift_prior_sweep.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("drift_prior_sweep")
 
 
 @pytest.mark.parametrize("profile,scale", [("harsh", 2.0), ("realistic", 0.5)])

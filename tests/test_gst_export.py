@@ -11,7 +11,6 @@ over the whole set; an apartment keeps its TDS questions or its map questions, n
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 from collections import Counter
 from dataclasses import replace
@@ -22,7 +21,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from tests.conftest import ROOT
+from tests.conftest import load_script
 from vla.gst.cli import main as gst_main
 from vla.questions.question import PUBLIC_META, load_questions
 from vla.gst.score import score_predictions
@@ -35,10 +34,7 @@ TDS = ("TDS-E", "TDS-M", "TDS-H")
 
 
 def _attacker():
-    spec = importlib.util.spec_from_file_location("gst_attack", ROOT / "scripts" / "gst_attack.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("gst_attack")
 
 
 def _rows(path: Path) -> list[dict]:

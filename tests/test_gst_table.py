@@ -1,18 +1,14 @@
 """scripts/gst_table.py: pooling the mid-episode questions of rollouts of disjoint episodes."""
 
-import importlib.util
 import json
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("gst_table", ROOT / "scripts" / "gst_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("gst_table")
 
 
 def _run(d, episodes):
