@@ -50,7 +50,7 @@ class DemoLayout:
         return {p: p for p in sorted(prefixes)}
 
     def stored_orientation(self, attrs: Any) -> str | None:
-        """How the file stores its images (a name of ``vla.data.layout.STORED_ORIENTATIONS``), None when
+        """How the file stores its images (a name of ``envs.orientation.ORIENTATIONS``), None when
         they are stored as the env delivers them; ``ValueError`` naming the attribute for a bad one."""
         return None
 

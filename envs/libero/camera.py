@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-ORIENTATIONS = ("rot180", "upright", "opengl")
+from ..orientation import ORIENTATIONS, orient, reorient, reorient_K  # noqa: F401 (the env's names for them)
 
 
 def depth_to_metres(depth_buffer: np.ndarray, model) -> np.ndarray:
@@ -29,41 +29,10 @@ def depth_to_metres(depth_buffer: np.ndarray, model) -> np.ndarray:
     return (near / (1.0 - d * (1.0 - near / far))).astype(np.float32)
 
 
-# the image flips (rows, columns) that take the OpenGL buffer to each orientation
-_FLIPS = {"rot180": (True, True), "upright": (True, False), "opengl": (False, False)}
-
-
-def orient(raw: np.ndarray, orientation: str) -> np.ndarray:
-    """Turn an OpenGL (bottom-up) buffer into the requested orientation (a view, no copy)."""
-    if orientation not in _FLIPS:
-        raise ValueError(f"unknown image orientation {orientation!r}; expected one of {ORIENTATIONS}")
-    rows, cols = _FLIPS[orientation]
-    return raw[:: -1 if rows else 1, :: -1 if cols else 1]
-
-
-def reorient(img: np.ndarray, src: str, dst: str, stacked: bool = False) -> np.ndarray:
-    """An image (H, W, ...) in orientation ``src`` as it looks in orientation ``dst``
-    (``stacked``: a sequence of images, (T, H, W, ...))."""
-    (r0, c0), (r1, c1) = _FLIPS[src], _FLIPS[dst]
-    rows, cols = slice(None, None, -1 if r0 != r1 else 1), slice(None, None, -1 if c0 != c1 else 1)
-    return img[:, rows, cols] if stacked else img[rows, cols]
-
-
-def reorient_K(K: np.ndarray, height: int, width: int, src: str, dst: str) -> np.ndarray:
-    """Intrinsics of an image in orientation ``src`` for the same image in orientation ``dst``."""
-    (r0, c0), (r1, c1) = _FLIPS[src], _FLIPS[dst]
-    K = np.array(K, dtype=np.float64)
-    if c0 != c1:
-        K[0, 0], K[0, 2] = -K[0, 0], (width - 1) - K[0, 2]
-    if r0 != r1:
-        K[1, 1], K[1, 2] = -K[1, 1], (height - 1) - K[1, 2]
-    return K
-
-
 def intrinsics(model, cam_id: int, height: int, width: int, orientation: str) -> np.ndarray:
     f = 0.5 * height / np.tan(np.deg2rad(model.cam_fovy[cam_id]) / 2)
     K = np.array([[f, 0.0, (width - 1) / 2], [0.0, f, (height - 1) / 2], [0.0, 0.0, 1.0]])
-    return reorient_K(K, height, width, "upright", orientation)
+    return reorient_K(K, (height, width), "upright", orientation)
 
 
 def T_world_cam(data, cam_id: int) -> np.ndarray:

@@ -104,7 +104,7 @@ def record_frame(frame, orientation: str) -> dict[str, np.ndarray]:
     out = {
         "rgb": np.ascontiguousarray(camera.reorient(frame.rgb, orientation, IMAGE_CONVENTION)),
         "depth": np.ascontiguousarray(camera.reorient(frame.depth, orientation, IMAGE_CONVENTION)),
-        "K": camera.reorient_K(frame.K, h, w, orientation, IMAGE_CONVENTION),
+        "K": camera.reorient_K(frame.K, (h, w), orientation, IMAGE_CONVENTION),
         "T_world_cam": frame.T_world_cam,
     }
     if frame.instance is not None:

@@ -13,10 +13,10 @@ from typing import Any
 
 from ..demo_layout import DemoLayout
 from ..spec import ActionSpec, ArraySpec, CameraSpec, EnvSpec
-from .camera import ORIENTATIONS
+from ..orientation import ORIENTATIONS
 from .env import ACTION_NAMES, RECORD_NAMES, STATE_NAMES
 
-STORED = ("opengl",) + ORIENTATIONS  # opengl: the raw buffer (official files)
+STORED = ORIENTATIONS  # opengl: the raw buffer (official files)
 _OFFICIAL_ATTRS = ("problem_info", "env_args", "bddl_file_name")
 
 

@@ -35,16 +35,13 @@ from typing import Any, Iterable
 import h5py
 import numpy as np
 
-from envs.libero.camera import ORIENTATIONS
+from envs.orientation import ORIENTATIONS, reorient, reorient_K  # noqa: F401 (re-exported for vla.data)
 from envs.registry import demo_layout, recognize_demo
 from envs.spec import ArraySpec, CameraSpec, EnvSpec
 
 from .handles import open_hdf5
 
 CAMERA_FIELDS = ("rgb", "depth", "instance", "K", "T_world_cam")
-STORED_ORIENTATIONS = ("opengl",) + ORIENTATIONS  # opengl: the raw buffer (official LIBERO files)
-# rows / columns flipped relative to the raw OpenGL buffer (envs/libero/camera.py)
-_FLIPS = {"opengl": (False, False), "upright": (True, False), "rot180": (True, True)}
 _NOT_SENSORS = {"state", "ee_pos", "ee_ori"}  # obs/ datasets that are not env sensors (state, LIBERO extras)
 _DEMO_RE = re.compile(r"^demo_(\d+)$")
 _EPISODE_FILE_RE = re.compile(r"_task\d+_trial\d+$")  # record.py's per-episode file stems
@@ -299,31 +296,3 @@ def unique_ids(refs: list[EpisodeRef]) -> None:
     for r in refs:
         if count[r.id] > 1:
             r.id = f"{r.id}@{zlib.crc32(r.path.encode()):08x}"
-
-
-# ------------------------------------------------------------------------------------------ images
-def reorient(x: np.ndarray, stored: str | None, wanted: str | None) -> np.ndarray:
-    """An image-like array (H, W, ...) turned from the stored orientation into the wanted one."""
-    if stored is None or wanted is None or stored == wanted:
-        return x
-    (r0, c0), (r1, c1) = _FLIPS[stored], _FLIPS[wanted]
-    if r0 != r1:
-        x = x[::-1]
-    if c0 != c1:
-        x = x[:, ::-1]
-    return np.ascontiguousarray(x)
-
-
-def reorient_K(K: np.ndarray, shape: tuple[int, int], stored: str | None, wanted: str | None) -> np.ndarray:
-    """The intrinsics that go with :func:`reorient`: a flipped axis negates its focal length and
-    mirrors its principal point (pixel-index coordinates, u' = W - 1 - u)."""
-    if stored is None or wanted is None or stored == wanted:
-        return K
-    (r0, c0), (r1, c1) = _FLIPS[stored], _FLIPS[wanted]
-    K = np.array(K, dtype=np.float64)
-    h, w = shape
-    if r0 != r1:
-        K[1, 1], K[1, 2] = -K[1, 1], (h - 1) - K[1, 2]
-    if c0 != c1:
-        K[0, 0], K[0, 2] = -K[0, 0], (w - 1) - K[0, 2]
-    return K

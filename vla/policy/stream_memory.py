@@ -36,7 +36,7 @@ import numpy as np
 from envs.observation import Observation
 from envs.registry import demo_layout
 from vla.policy import memory_inputs
-from vla.questions.question import PUBLIC_META, MediaRef, Question, content_token
+from vla.questions.question import PUBLIC_META, MediaRef, Question, content_token, scene_family
 from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 from vla.transforms.memory_entries import memory_key, read_entries, write_entries
 
@@ -54,9 +54,8 @@ def fused_stream(q: Question, memory: MemoryInputsConfig | dict, stream_key: str
     cfg = MemoryInputsConfig.from_any(memory)
     stream_key = stream_key or stream_key_of(q)
     inputs = memory_inputs(cfg, seed=0)
-    libero = q.scene.startswith("libero")
-    family, action_dim, state_dim = ("libero", 7, 8) if libero else ("house", 3, 3)
-    inputs.reset(demo_layout(family).implied_spec(family, [], {}, action_dim, state_dim))
+    family = scene_family(q.scene)  # the family's own spec (its layout ignores the dimensions given)
+    inputs.reset(demo_layout(family).implied_spec(family, [], {}, 0, 0))
     camera = cfg.camera or "ego"
     for f in q.get(stream_key):
         inputs.integrate(Observation(cameras={camera: f}, state=np.zeros(0), instruction="", step=f.step))
