@@ -49,7 +49,8 @@ def load_demo(path: Path, demo: int = 0) -> dict[str, Any]:
         g = f[f"data/demo_{demo}"]
         spec = json.loads(f["data"].attrs["env_spec"])
         out = {
-            "actions": g["actions"][:],
+            "actions": g["actions"][:],  # the labels (the teacher's, for agent=dagger recordings)
+            "executed": g["executed_actions"][:] if "executed_actions" in g else g["actions"][:],  # what ran
             "state": g["obs/state"][:],
             "trial": int(g.attrs["trial"]),
             "family": spec["family"],
@@ -127,13 +128,16 @@ def _differences(live: dict[str, Any], cached: dict[str, Any]) -> dict[str, Any]
     return out
 
 
-def open_loop(env, trial: int, actions: np.ndarray, live=None, cached=None) -> dict[str, Any]:
-    """Replay ``actions`` open loop from ``trial``'s start: success and steps; with ``live`` memory inputs
+def open_loop(env, trial: int, actions: np.ndarray, live=None, cached=None, states=None, where=None) -> dict[str, Any]:
+    """Replay ``actions`` open loop from ``trial``'s start: success and steps (with ``states``, the recorded
+    states, and ``where``, their position slice: the largest distance from them); with ``live`` memory inputs
     (a reset :class:`~vla.transforms.memory.MemoryInputs`) and ``cached`` (step -> the observation as
     training reads it), also the steps whose live memory entries differ from the cached ones."""
     obs, _ = env.reset(options={"trial": trial})
-    mismatched, worst, success = [], 0, False
+    mismatched, worst, success, dev = [], 0, False, 0.0
     for t, a in enumerate(actions):
+        if states is not None and t < len(states):
+            dev = max(dev, float(np.linalg.norm(obs.state[where] - states[t, where])))
         if live is not None:
             diff = _differences(live(obs).to_dict(), cached(t))
             worst = max(worst, diff.get("topdown_pixels_differing", 0))
@@ -144,18 +148,11 @@ def open_loop(env, trial: int, actions: np.ndarray, live=None, cached=None) -> d
         if success or terminated or truncated:
             break
     out: dict[str, Any] = {"success": success, "steps": t + 1}
+    if states is not None:
+        out["max_path_deviation_m"] = round(dev, 6)
     if live is not None:
         out.update(memory_mismatched_steps=mismatched, memory_topdown_max_pixels_differing=worst)
     return out
-
-
-def quantised(actions: np.ndarray, stats) -> np.ndarray:
-    """``actions`` as the policy can emit them: normalised with its statistics, put in the 256 bins, decoded
-    at the bin centres and un-normalised (what a policy that predicts every token right executes)."""
-    from vla.actions import ActionTokenizer
-
-    tok = ActionTokenizer(vocab_size=stats.dim + 256)  # the ids' placement does not change the centres
-    return stats.unnormalize(tok.decode(tok.encode(stats.normalize(actions))))
 
 
 def check(
@@ -165,18 +162,25 @@ def check(
     replan: int = 0,
     ensemble: float = 0.0,
     memory_cache: Path | None = None,
+    demo_index: int = 0,
 ) -> dict[str, Any]:
+    from vla.actions import decoded
     from vla.agents import make_agent
     from vla.policy import memory_inputs
     from vla.rollout.runtime import run_episode
 
-    demo = load_demo(demo_file)
+    demo = load_demo(demo_file, demo_index)
     where, tolerance = PATH[demo["family"]]
     agent = make_agent({"name": "vla", "checkpoint": str(policy_dir), "replan": replan, "ensemble": ensemble})
     src = _source(demo_file, agent.policy, Path(memory_cache or Path(policy_dir).parent / "replay_memory_cache"))
-    steps = src.episode_range(src.episodes()[0])  # demo_0: the demonstration checked
+    (episode,) = [e for e in src.episodes() if e.endswith(f"demo_{demo_index}")]
+    steps = src.episode_range(episode)  # the demonstration checked
     env = _env(demo, init_states)
-    res: dict[str, Any] = {"demo": str(demo_file), "policy": str(policy_dir), "family": demo["family"]}
+    res: dict[str, Any] = {
+        "demo": f"{demo_file}#demo_{demo_index}",
+        "policy": str(policy_dir),
+        "family": demo["family"],
+    }
     res["trial"] = demo["trial"]
     try:
         obs, _ = env.reset(options={"trial": demo["trial"]})
@@ -189,12 +193,13 @@ def check(
         live = memory_inputs(agent.policy, seed=0)  # the live memory inputs, as agent=vla builds them
         if live is not None:
             live.reset(env.env_spec)
-        replay = open_loop(env, demo["trial"], demo["actions"], live, lambda t: src.sample(steps[t]).obs)  # 2.
+        replay = open_loop(env, demo["trial"], demo["executed"], live, lambda t: src.sample(steps[t]).obs)  # 2.
         res["open_loop_demo_success"], res["open_loop_demo_steps"] = replay.pop("success"), replay.pop("steps")
         res.update(replay)
         stats = agent.policy.stats[agent.policy.dataset_key]  # 2b. the demonstration as the policy's bins express it
-        q = open_loop(env, demo["trial"], quantised(demo["actions"], stats))
+        q = open_loop(env, demo["trial"], decoded(demo["actions"], stats), states=demo["state"], where=where)
         res["open_loop_quantised_success"], res["open_loop_quantised_steps"] = q["success"], q["steps"]
+        res["open_loop_quantised_max_path_deviation_m"] = q["max_path_deviation_m"]
         res["action_normalization"] = stats.normalization
         res["teacher_forced_l1"] = _teacher_forced(agent.policy, src, steps, demo["actions"])  # 3.
         trace = _Trace(where)
@@ -249,7 +254,8 @@ def plot(res: dict[str, Any], path: Path) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("demo", type=Path, help="an HDF5 file written by record= (its first demonstration is used)")
+    ap.add_argument("demo", type=Path, help="an HDF5 file written by record=")
+    ap.add_argument("--demo-index", type=int, default=0, help="which of its demonstrations (demo_K) to check")
     ap.add_argument("policy", type=Path, help="a policy directory (vla-train's out/policy or a checkpoint)")
     ap.add_argument("--init-states", default="sampled", choices=("sampled", "official"), help="LIBERO only")
     ap.add_argument("--replan", type=int, default=0)
@@ -262,7 +268,7 @@ def main() -> int:
     )
     ap.add_argument("--out", type=Path, default=Path("runs/replay_check"))
     a = ap.parse_args()
-    res = check(a.demo, a.policy, a.init_states, a.replan, a.ensemble, a.memory_cache)
+    res = check(a.demo, a.policy, a.init_states, a.replan, a.ensemble, a.memory_cache, a.demo_index)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "replay_check.json").write_text(json.dumps(res, indent=2))
     plot(res, a.out / "replay_check.png")

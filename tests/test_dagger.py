@@ -62,6 +62,49 @@ def test_dart_the_teacher_drives_with_noise_and_labels_its_own_clean_action(tmp_
     assert labels[0, 3] < 0.5 and abs(labels[0, 2]) > 0  # labels are the navigator's: its first turn
 
 
+def test_execute_bins_records_what_a_spec_token_policy_decodes_for_each_label(tmp_path):
+    """agent.execute_bins=256: the executed action is its label's bin centre on the env's bounds (checked by
+    hand: a whole number of bins from the bound, at most half a bin from the label), and training's statistics
+    under data.action_normalization=spec put label and executed action in the same bin, so a policy that
+    predicts every token right drives through the recorded states."""
+    from vla.actions import ActionTokenizer
+    from vla.train.config import DataConfig
+    from vla.train.data import action_statistics, build_sources
+
+    args = _args(tmp_path, "record_keep=all", "agent.beta=1.0", "agent.execute_bins=256", "env.max_steps=20")
+    args.remove("agent.learner={name: random}")
+    assert rollout_main(args) == 0
+    (demo,) = sorted((tmp_path / "demos").glob("*_demo.hdf5"))
+    with h5py.File(demo, "r") as f:
+        labels, executed = f["data/demo_0/actions"][:], f["data/demo_0/executed_actions"][:]
+    from envs.house.config import HouseConfig
+
+    c = HouseConfig()
+    lo = np.array([-c.max_forward_m, -c.max_left_m, -c.max_turn_rad])
+    hi = -lo
+    k = (executed[:, :3] - lo) / (hi - lo) * 255 - 0.5  # bin centres: lo + (hi - lo) (k + 1/2) / 255
+    # within 1e-4 of a bin: the file stores float32, the env's turn bound is pi/6 rounded to float32
+    assert np.allclose(k, np.round(k), atol=1e-4) and np.all((k > -0.5) & (k < 254.5))
+    assert np.all(np.abs(executed[:, :3] - labels[:, :3]) <= (hi - lo) / 255 / 2 + 1e-6)
+    assert np.any(executed[:, :3] != labels[:, :3])  # the navigator's actions are not bin centres themselves
+
+    data = DataConfig(
+        paths=[str(tmp_path / "demos")],
+        action_normalization="spec",
+        val_fraction=0.0,
+        action_mask=[True, True, True, False],
+    )
+    train, _, _, norms = build_sources(data, 1, None, tmp_path / "cache", 0)
+    (stats,) = action_statistics(train, norms).values()
+    assert stats.normalization == "bounds" and np.allclose(stats.min[:3], lo) and np.allclose(stats.max[:3], hi)
+    tokens = ActionTokenizer(vocab_size=1000)
+    assert np.array_equal(
+        tokens.encode(stats.normalize(labels))[:, :3], tokens.encode(stats.normalize(executed))[:, :3]
+    )
+    with pytest.raises(ValueError, match="execute_bins"):
+        make_agent({"name": "dagger", "beta": 1.0, "execute_bins": 1})
+
+
 def test_a_privileged_teacher_missing_learner_or_bad_noise_is_refused():
     with pytest.raises(ValueError, match="agent.learner"):
         make_agent({"name": "dagger"})

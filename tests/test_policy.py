@@ -354,3 +354,8 @@ def test_the_object_table_jitter_rewrites_its_numbers_in_training_only():
         t.observation({k: v for k, v in d.items() if not k.startswith("memory/objects/")}, rng)
     with pytest.raises(ValueError, match="memory_text_jitter must be"):
         InputConfig(memory_text_jitter=(-1.0, 0.0))
+    # a training run whose memory inputs hold no rows to jitter is refused before its first sample
+    policy = PolicyConfig(inputs=cfg)
+    assert policy.with_memory({"inputs": ["objects", "text"]}, 32).memory.inputs
+    with pytest.raises(ValueError, match="add 'objects' to data.memory.inputs"):
+        policy.with_memory({"inputs": ["topdown", "text"]}, 32)

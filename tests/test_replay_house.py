@@ -73,17 +73,20 @@ def test_live_memory_inputs_equal_the_cached_training_entries_at_every_step(demo
 
 
 def test_the_demonstration_as_the_policy_bins_express_it_still_succeeds(demo):
-    from replay_check import _env, load_demo, open_loop, quantised
+    from replay_check import PATH, _env, load_demo, open_loop
 
-    from vla.actions import ActionStats
+    from vla.actions import ActionStats, decoded
 
     d = load_demo(demo)
     stats = ActionStats.from_actions(d["actions"], mask=[True, True, True, False], normalization="bounds")
-    q = quantised(d["actions"], stats)
+    q = decoded(d["actions"], stats)
     assert 0 < np.abs(q - d["actions"]).max() < 0.01  # the bins change every action a little
     env = _env(d, "sampled")
     try:
-        res = open_loop(env, d["trial"], q)
+        res = open_loop(env, d["trial"], q, states=d["state"], where=PATH["house"][0])
+        exact = open_loop(env, d["trial"], d["actions"], states=d["state"], where=PATH["house"][0])
     finally:
         env.close()
     assert res["success"], res
+    # the recorded actions retrace the recorded path; the binned ones drift from it (half a bin a step, adding up)
+    assert exact["max_path_deviation_m"] == 0.0 and res["max_path_deviation_m"] > 0.0, (exact, res)

@@ -196,6 +196,20 @@ class ActionStats:
         lo, hi = self.low, self.high
         return np.where(self.mask, 0.5 * (x_n + 1.0) * (hi - lo) + lo, x_n)
 
+    def with_bounds(self, low: Sequence[float], high: Sequence[float]) -> ActionStats:
+        """These statistics under ``bounds`` with min / max replaced by fixed bounds on the normalised dimensions
+        (``data.action_normalization=spec``: the env's action bounds, so the bins are known before any data,
+        as RT-2's uniform bins over a fixed range are). The data must lie within them."""
+        low, high = _vector("low", list(low)), _vector("high", list(high))
+        if low.shape != (self.dim,) or high.shape != (self.dim,):
+            raise ValueError(f"bounds must have {self.dim} entries, got {low.tolist()} / {high.tolist()}")
+        outside = self.mask & ((self.min < low) | (self.max > high))
+        if outside.any():
+            raise ValueError(f"actions outside the bounds in dimensions {np.flatnonzero(outside).tolist()}")
+        fields = {n: getattr(self, n) for n in STAT_FIELDS}
+        fields["min"], fields["max"] = np.where(self.mask, low, self.min), np.where(self.mask, high, self.max)
+        return ActionStats(**fields, mask=self.mask, normalization="bounds")
+
     def to_dict(self) -> dict[str, list]:
         """``{"mean": [...], "std", "max", "min", "q01", "q99", "mask": [bools]}`` as in dataset_statistics.json."""
         out: dict[str, list] = {name: [float(v) for v in getattr(self, name)] for name in STAT_FIELDS}
@@ -231,6 +245,13 @@ class ActionStats:
         return same and self.normalization == other.normalization
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def decoded(actions: np.ndarray, stats: ActionStats, n_bins: int = 256) -> np.ndarray:
+    """What a token policy with these statistics decodes for ``actions`` (..., D) as its labels: normalise,
+    the bin, its centre, un-normalise, the very path of training's targets and acting's output."""
+    tokens = ActionTokenizer(vocab_size=n_bins, n_bins=n_bins)
+    return stats.unnormalize(tokens.decode(tokens.encode(stats.normalize(actions))))
 
 
 def _count(name: str, key: str, value: Any) -> int:

@@ -40,6 +40,7 @@ class DAggerOptions:
     teacher: dict[str, Any] = field(default_factory=lambda: {"name": "memory"})  # the agent that labels
     beta: float = 0.0  # probability of executing the teacher's action at a step
     noise: list[float] | None = None  # std of Gaussian noise on the executed action, per dimension (DART)
+    execute_bins: int = 0  # > 0: execute the bin centre a data.action_normalization=spec policy decodes (0: off)
 
     def __post_init__(self) -> None:
         if float(self.beta) < 1.0 and (not self.learner or "name" not in self.learner):
@@ -55,6 +56,12 @@ class DAggerOptions:
             not len(self.noise) or any(not np.isfinite(float(x)) or float(x) < 0 for x in self.noise)
         ):
             raise ValueError(f"agent.noise must be one std >= 0 per action dimension, got {self.noise}")
+        if (
+            isinstance(self.execute_bins, bool)
+            or int(self.execute_bins) != self.execute_bins
+            or (self.execute_bins != 0 and self.execute_bins < 2)
+        ):
+            raise ValueError(f"agent.execute_bins must be 0 (off) or a number of bins >= 2, got {self.execute_bins!r}")
 
 
 class DAggerAgent:
@@ -77,6 +84,7 @@ class DAggerAgent:
         self._rng = np.random.default_rng(seed)
         self._label: np.ndarray | None = None
         self._action: ActionSpec | None = None
+        self._bins: Any = None  # the spec's statistics when execute_bins > 0
 
     def seed(self, seed: int | tuple[int, ...]) -> None:
         self._rng = np.random.default_rng(seed)
@@ -97,6 +105,11 @@ class DAggerAgent:
                 f"agent.noise has {len(self.options.noise)} values for the env's {spec.action.dim}-dimensional "
                 f"action [{', '.join(spec.action.names)}]"
             )
+        if self.options.execute_bins:
+            from vla.actions import ActionStats
+
+            low, high = np.asarray(spec.action.low), np.asarray(spec.action.high)
+            self._bins = ActionStats.from_actions(np.stack([low, high])).with_bounds(low, high)
 
     def act(self, observation: Observation) -> np.ndarray:
         # each agent gets its own copy: the memory transforms add entries to the observation they fuse
@@ -108,6 +121,10 @@ class DAggerAgent:
             executed = teacher if self._rng.random() < float(self.options.beta) else learner
         if self.options.noise is not None:
             executed = self._perturbed(executed)
+        if self._bins is not None:
+            from vla.actions import decoded
+
+            executed = decoded(executed, self._bins, int(self.options.execute_bins))
         return executed
 
     def _perturbed(self, action: np.ndarray) -> np.ndarray:

@@ -76,4 +76,9 @@ class PolicyConfig:
             memory = {"inputs": groups, "map_size": [size, size]}
         if isinstance(memory, dict):
             memory = MemoryInputsConfig.from_dict(memory)
+        if any(self.inputs.memory_text_jitter) and "objects" not in memory.inputs:
+            raise ValueError(
+                "inputs.memory_text_jitter rewrites the object table from its rows (memory/objects/*), but the "
+                f"memory inputs are {list(memory.inputs)}: add 'objects' to data.memory.inputs"
+            )
         return replace(self, memory=memory)

@@ -14,6 +14,8 @@ from vla.actions import NORMALIZATIONS
 
 STRATEGIES = ("single", "ddp", "fsdp")
 OPTIMIZERS = ("adamw", "sgd")
+# spec: the env's action bounds (the demonstrations' EnvSpec), stored as OpenVLA's bounds
+DATA_NORMALIZATIONS = (*NORMALIZATIONS, "spec")
 DATA_KINDS = ("demos", "gst_qa", "spatial", "mixture")
 
 
@@ -34,6 +36,7 @@ class DataConfig:
     val_fraction: float = 0.1  # episodes held out for validation (by episode, never by step)
     action_mask: list[bool] | None = None  # per action dim: normalise it (True) or pass it through (LIBERO's gripper)
     # the range mapped to [-1, 1]: bounds_q99 ([q01, q99], OpenVLA's) | bounds ([min, max]: rare actions kept)
+    # | spec (the env's action bounds: bins fixed before any data, e.g. demos recorded with agent.execute_bins)
     action_normalization: str = "bounds_q99"
     memory: dict[str, Any] | None = None
     cache_dir: str | None = None  # memory-input cache (default: <out>/memory_cache)
@@ -49,9 +52,9 @@ class DataConfig:
             raise ValueError("data.kind=mixture needs data.parts (a list of data configs with weights)")
         if self.kind != "mixture" and not self.paths:
             raise ValueError(f"data.paths is empty: point data.paths=[...] at the {self.kind} files or directories")
-        if self.action_normalization not in NORMALIZATIONS:
+        if self.action_normalization not in DATA_NORMALIZATIONS:
             raise ValueError(
-                f"data.action_normalization must be one of {NORMALIZATIONS}, got {self.action_normalization!r}"
+                f"data.action_normalization must be one of {DATA_NORMALIZATIONS}, got {self.action_normalization!r}"
             )
         if not 0 <= float(self.val_fraction) < 1:
             raise ValueError(f"data.val_fraction must be in [0, 1), got {self.val_fraction}")

@@ -85,7 +85,33 @@ def action_statistics(sources: list[Any], norms: dict[str, dict[str, Any]] | Non
         if a is not None and len(a):
             by_key.setdefault(s.key, []).append(np.asarray(a, dtype=np.float64))
     norms = norms or {}
-    return {k: ActionStats.from_actions(np.concatenate(v), **norms.get(k, {"mask": None})) for k, v in by_key.items()}
+    out = {}
+    for k, v in by_key.items():
+        norm = dict(norms.get(k, {"mask": None}))
+        spec = norm.get("normalization") == "spec"
+        if spec:
+            norm["normalization"] = "bounds"
+        out[k] = ActionStats.from_actions(np.concatenate(v), **norm)
+        if spec:
+            low, high = _action_bounds([s for s in sources if s.key == k], k)
+            out[k] = out[k].with_bounds(low, high)
+    return out
+
+
+def _action_bounds(sources: list[Any], key: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The one action bound of dataset ``key``'s demonstrations (their EnvSpec), for ``normalization=spec``."""
+    bounds = set()
+    for s in sources:
+        if not hasattr(s, "spec"):
+            raise ValueError(
+                f"data.action_normalization=spec needs demonstrations (an env's action bounds); {key!r} has none"
+            )
+        bounds |= {(s.spec(e).action.low, s.spec(e).action.high) for e in s.episodes()}
+    if len(bounds) != 1:
+        raise ValueError(
+            f"data.action_normalization=spec: {key!r}'s episodes have different action bounds: {sorted(bounds)}"
+        )
+    return bounds.pop()
 
 
 def proprio_statistics(sources: list[Any], keys: tuple[str, ...] = ("state",)) -> dict[str, Any]:
