@@ -3,7 +3,12 @@ demonstration on one LIBERO init state, the tiny policy over-fitted to it with t
 (both cameras, the proprio token, chunks of 8 decoded in parallel), replayed in closed loop from the
 same init state, succeeds. Any mismatch between training and acting (image orientation,
 normalisation, chunk order, the gripper's sign, un-normalisation, clipping) fails it. Slow: ~2 min
-to record, ~8 min to train (600 steps) on 2 idle cores, ~1 min to replay."""
+to record, ~8 min to train (600 steps) on 2 idle cores, ~1 min to replay.
+
+The same for the apartments: one memory-navigator episode recorded through the policy's own bins
+(``agent.execute_bins=256``), the memory policy (map, object table, motion token, chunks of 4)
+over-fitted to it with ``data.action_normalization=spec``, replayed in closed loop: it retraces the
+demonstration to the millimetre and stops at the target."""
 
 from __future__ import annotations
 
@@ -57,3 +62,60 @@ def test_an_over_fitted_policy_replays_its_demonstration_in_closed_loop(tmp_path
     assert res["reset_image_max_diff"] == {"agentview": 0, "wrist": 0} and res["reset_state_max_diff"] == 0.0
     assert res["open_loop_demo_success"]
     assert res["closed_loop_success"], {k: v for k, v in res.items() if k not in ("ee_deviation_m",)}
+
+
+HOUSE_MEMORY = (
+    "data.memory={inputs: [topdown, objects, text], map_level: easy, map_frame: ego_up, map_extent_m: 10.0, "
+    "map_size: [112, 112], max_objects: 8}"
+)
+
+
+def test_an_over_fitted_memory_policy_retraces_its_apartment_demonstration(tmp_path):
+    nav = "+agent.teacher.navigator={initial_turns: 0, replan_every: 1, switch_margin_m: 0.0}"
+    r = subprocess.run(
+        [str(VENV_BIN / "vla-rollout"), "env=house", "env.stop_action=true", "env.split=train", "env.num_scenes=1"]
+        + ["eval.first_trial=1", "eval.trials_per_task=1", "agent=dagger", "agent.beta=1.0", "agent.execute_bins=256"]
+        + [nav, f"record={tmp_path / 'demo'}", f"out={tmp_path / 'rec'}", "progress=false"],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    (demo,) = sorted((tmp_path / "demo").glob("*_demo.hdf5"))
+    train = [
+        "model=tiny_qwen2_5_vl",
+        "policy=house_memory",
+        "policy.action_dim=4",
+        "policy.chunk=4",
+        "policy.decoding=parallel",
+        "policy.inputs.proprio=token",
+        "policy.inputs.proprio_keys=[sensors/motion]",
+        "data=house_nav",
+        "data.cameras=[ego]",
+        "data.action_mask=[true,true,true,false]",
+        "data.action_normalization=spec",
+        HOUSE_MEMORY,
+        f"data.paths=[{demo}]",
+        "data.val_fraction=0",
+        "train.steps=1000",
+        "train.batch_size=8",
+        "train.lr=5e-4",
+        "train.vision_lr_scale=1.0",
+        "train.val_every=0",
+        "train.save_every=0",
+        "train.loader_workers=0",
+        "progress=false",
+        f"out={tmp_path / 'fit'}",
+    ]
+    r = subprocess.run([sys.executable, "-m", "vla.train.cli", *train], capture_output=True, text=True, env=cli_env())
+    assert r.returncode == 0, r.stderr[-3000:]
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from replay_check import check
+
+    res = check(demo, tmp_path / "fit" / "policy", memory_cache=tmp_path / "check_cache")
+    assert res["reset_state_max_diff"] == 0.0 and res["memory_topdown_max_pixels_differing"] == 0
+    assert res["open_loop_quantised_success"] and res["open_loop_quantised_max_path_deviation_m"] == 0.0
+    brief = {k: v for k, v in res.items() if k not in ("path_deviation_m", "teacher_forced_l1")}
+    assert res["closed_loop_success"] and res["first_step_off_path"] is None, brief
+    assert max(res["path_deviation_m"]) < 1e-3, brief
