@@ -46,6 +46,9 @@ def main() -> int:
     ap.add_argument("--dagger-scenes", type=int, default=40, help="house: train apartments rolled out per round")
     ap.add_argument("--dagger-steps", type=int, default=1000, help="house: training steps of each DAgger round")
     ap.add_argument("--house-chunk", type=int, default=4, help="house: actions per prediction (parallel decoding)")
+    ap.add_argument(
+        "--house-recipe", default="bins", choices=("bins", "plain"), help="house: the demonstrations and inputs"
+    )
     ap.add_argument("--val-scenes", type=int, default=10)
     ap.add_argument("--test-scenes", type=int, default=20)
     ap.add_argument("--train-scenes", type=int, default=40, help="gst: train apartments of the question set")

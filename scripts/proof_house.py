@@ -7,6 +7,12 @@ learner sees -- labels every state (``agent=dagger``, ``record_keep=all``), and 
 on everything so far, starting from the previous round's weights (``train.init_from``). Both arms
 get the same demonstrations, rounds, rollouts and steps. The checkpoint tested is the best round's
 final one on the val apartments; results are split by whether the target was in view at the start.
+
+``--house-recipe bins`` (the default) is what made the over-fit replay exact (docs/POLICY.md): the
+navigator decides on its map (no counted scan, a fresh frontier choice every step), the demonstrations
+are recorded through the policy's own bins (``agent.execute_bins=256`` with
+``data.action_normalization=spec``), and both arms read the base's wheel odometry as a proprio token;
+``plain`` is the first runs' recipe (``agent=memory`` demonstrations, recorded statistics).
 """
 
 from __future__ import annotations
@@ -17,6 +23,19 @@ from pathlib import Path
 from proof_common import BIN, HOUSE_MEMORY, budget, checkpoints, only, run, summary
 
 ARMS = {"memory": ["policy=house_memory", f"data.memory={HOUSE_MEMORY}"], "no_memory": ["policy=house"]}
+NAVIGATOR = "{initial_turns: 0, replan_every: 1, switch_margin_m: 0.0}"  # decides on its map, every step
+RECIPES = {
+    "plain": {"record": ["agent=memory"], "teacher": [], "train": []},
+    "bins": {
+        "record": ["agent=dagger", "agent.beta=1.0", "agent.execute_bins=256", f"+agent.teacher.navigator={NAVIGATOR}"],
+        "teacher": ["agent.execute_bins=256", f"+agent.teacher.navigator={NAVIGATOR}"],
+        "train": [
+            "data.action_normalization=spec",
+            "policy.inputs.proprio=token",
+            "policy.inputs.proprio_keys=[sensors/motion]",
+        ],
+    },
+}
 
 
 def house(a) -> dict:
@@ -30,7 +49,7 @@ def house(a) -> dict:
                 "env.split=train",
                 f"env.num_scenes={a.scenes}",
                 "eval.trials_per_task=2",
-                "agent=memory",
+                *RECIPES[a.house_recipe]["record"],
                 f"eval.workers={a.workers}",
                 f"record={R / 'demos'}",
                 f"out={R / 'rec'}",
@@ -47,6 +66,7 @@ def house(a) -> dict:
         "data=house_nav",
         "data.cameras=[ego]",  # as the first runs had it (the default follows the policy's cameras)
         "data.action_mask=[true,true,true,false]",
+        *RECIPES[a.house_recipe]["train"],
     ]
     if a.stage in ("all", "train"):
         for arm, extra in arms.items():
@@ -102,6 +122,7 @@ def _round(a, R: Path, env: list[str], common: list[str], arm: str, extra: list[
                 "eval.trials_per_task=1",
                 "agent=dagger",
                 f"agent.learner={{name: vla, checkpoint: {learner}}}",
+                *RECIPES[a.house_recipe]["teacher"],
                 f"record={R / 'dagger' / arm / f'round{r}'}",
                 "record_keep=all",
             ],
