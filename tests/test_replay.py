@@ -22,14 +22,19 @@ from tests.conftest import VENV_BIN, cli_env
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
 
 
-def test_an_over_fitted_policy_replays_its_demonstration_in_closed_loop(tmp_path):
-    env = ["env=libero", "env.suite=libero_object", "env.cameras=[agentview,wrist]", "env.depth=false"]
-    env += ["env.segmentation=false", "env.init_states=sampled", "eval.tasks=[0]"]
+def _record(tmp_path: Path, args: list[str]) -> Path:
+    """One recorded demonstration file (``vla-rollout ARGS record=...``)."""
     r = subprocess.run(
-        [str(VENV_BIN / "vla-rollout"), *env, "eval.trials_per_task=1", "agent=scripted"]
-        + [f"record={tmp_path / 'demo'}", f"out={tmp_path / 'rec'}", "progress=false"],
+        [
+            str(VENV_BIN / "vla-rollout"),
+            *args,
+            f"record={tmp_path / 'demo'}",
+            f"out={tmp_path / 'rec'}",
+            "progress=false",
+        ],
         capture_output=True,
         text=True,
         env=cli_env(),
@@ -37,28 +42,32 @@ def test_an_over_fitted_policy_replays_its_demonstration_in_closed_loop(tmp_path
     )
     assert r.returncode == 0, r.stderr[-2000:]
     (demo,) = sorted((tmp_path / "demo").glob("*_demo.hdf5"))
-    train = [
-        "model=tiny_qwen2_5_vl",
-        "policy=libero_oft",
-        "data=libero",
-        f"data.paths=[{demo}]",
-        "data.val_fraction=0",
-        "train.steps=600",
-        "train.batch_size=16",
-        "train.lr=5e-4",
-        "train.vision_lr_scale=1.0",
-        "train.val_every=0",
-        "train.save_every=0",
-        "train.loader_workers=1",
-        "progress=false",
-        f"out={tmp_path / 'fit'}",
-    ]
-    r = subprocess.run([sys.executable, "-m", "vla.train.cli", *train], capture_output=True, text=True, env=cli_env())
+    return demo
+
+
+def _fit(tmp_path: Path, demo: Path, args: list[str]) -> Path:
+    """The tiny policy over-fitted to ``demo`` (no val episode, no checkpoints): its policy directory."""
+    common = [f"data.paths=[{demo}]", "data.val_fraction=0", "train.lr=5e-4", "train.vision_lr_scale=1.0"]
+    common += ["train.val_every=0", "train.save_every=0", "progress=false", f"out={tmp_path / 'fit'}"]
+    r = subprocess.run(
+        [sys.executable, "-m", "vla.train.cli", "model=tiny_qwen2_5_vl", *args, *common],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+    )
     assert r.returncode == 0, r.stderr[-3000:]
-    sys.path.insert(0, str(ROOT / "scripts"))
+    return tmp_path / "fit" / "policy"
+
+
+def test_an_over_fitted_policy_replays_its_demonstration_in_closed_loop(tmp_path):
+    env = ["env=libero", "env.suite=libero_object", "env.cameras=[agentview,wrist]", "env.depth=false"]
+    env += ["env.segmentation=false", "env.init_states=sampled", "eval.tasks=[0]"]
+    demo = _record(tmp_path, [*env, "eval.trials_per_task=1", "agent=scripted"])
+    train = ["policy=libero_oft", "data=libero", "train.steps=600", "train.batch_size=16", "train.loader_workers=1"]
+    policy = _fit(tmp_path, demo, train)
     from replay_check import check
 
-    res = check(demo, tmp_path / "fit" / "policy")
+    res = check(demo, policy)
     assert res["reset_image_max_diff"] == {"agentview": 0, "wrist": 0} and res["reset_state_max_diff"] == 0.0
     assert res["open_loop_demo_success"]
     assert res["closed_loop_success"], {k: v for k, v in res.items() if k not in ("ee_deviation_m",)}
@@ -72,19 +81,11 @@ HOUSE_MEMORY = (
 
 def test_an_over_fitted_memory_policy_retraces_its_apartment_demonstration(tmp_path):
     nav = "+agent.teacher.navigator={initial_turns: 0, replan_every: 1, switch_margin_m: 0.0}"
-    r = subprocess.run(
-        [str(VENV_BIN / "vla-rollout"), "env=house", "env.stop_action=true", "env.split=train", "env.num_scenes=1"]
-        + ["eval.first_trial=1", "eval.trials_per_task=1", "agent=dagger", "agent.beta=1.0", "agent.execute_bins=256"]
-        + [nav, f"record={tmp_path / 'demo'}", f"out={tmp_path / 'rec'}", "progress=false"],
-        capture_output=True,
-        text=True,
-        env=cli_env(),
-        cwd=ROOT,
+    house = ["env=house", "env.stop_action=true", "env.split=train", "env.num_scenes=1", "eval.first_trial=1"]
+    demo = _record(
+        tmp_path, [*house, "eval.trials_per_task=1", "agent=dagger", "agent.beta=1.0", "agent.execute_bins=256", nav]
     )
-    assert r.returncode == 0, r.stderr[-2000:]
-    (demo,) = sorted((tmp_path / "demo").glob("*_demo.hdf5"))
     train = [
-        "model=tiny_qwen2_5_vl",
         "policy=house_memory",
         "policy.action_dim=4",
         "policy.chunk=4",
@@ -96,24 +97,14 @@ def test_an_over_fitted_memory_policy_retraces_its_apartment_demonstration(tmp_p
         "data.action_mask=[true,true,true,false]",
         "data.action_normalization=spec",
         HOUSE_MEMORY,
-        f"data.paths=[{demo}]",
-        "data.val_fraction=0",
         "train.steps=1000",
         "train.batch_size=8",
-        "train.lr=5e-4",
-        "train.vision_lr_scale=1.0",
-        "train.val_every=0",
-        "train.save_every=0",
         "train.loader_workers=0",
-        "progress=false",
-        f"out={tmp_path / 'fit'}",
     ]
-    r = subprocess.run([sys.executable, "-m", "vla.train.cli", *train], capture_output=True, text=True, env=cli_env())
-    assert r.returncode == 0, r.stderr[-3000:]
-    sys.path.insert(0, str(ROOT / "scripts"))
+    policy = _fit(tmp_path, demo, train)
     from replay_check import check
 
-    res = check(demo, tmp_path / "fit" / "policy", memory_cache=tmp_path / "check_cache")
+    res = check(demo, policy, memory_cache=tmp_path / "check_cache")
     assert res["reset_state_max_diff"] == 0.0 and res["memory_topdown_max_pixels_differing"] == 0
     assert res["open_loop_quantised_success"] and res["open_loop_quantised_max_path_deviation_m"] == 0.0
     brief = {k: v for k, v in res.items() if k not in ("path_deviation_m", "teacher_forced_l1")}
