@@ -144,6 +144,9 @@ class InsertPlace(PickPlace):
                 worst = min(worst, dist if g >= 0 else OUTSIDE)
         return float(worst)
 
+    def _carry_turn(self) -> float:
+        return 0.0  # the grasp was chosen to fit the release pose as it is
+
     def _release_check(self):
         T = self.placement.xy()
         obj = self._obj_pos()
