@@ -15,6 +15,7 @@ from .sim import SimView
 
 
 WRIST_MARGIN = 0.05  # rad: a turn that would take the wrist joint nearer its limit goes the other way
+WRIST_TURN = 0.35  # rad: ... if it is at least this large (small corrections at the limit are left alone)
 
 
 def _symmetric(R, R_des, wrist=None) -> np.ndarray:
@@ -31,15 +32,18 @@ def _symmetric(R, R_des, wrist=None) -> np.ndarray:
 
 
 def _past_limit(R, R_des, wrist) -> bool:
-    """Whether turning the hand from R to R_des takes the wrist joint past its range (less a margin):
-    the turn's component about the joint's axis, added to the joint's position."""
+    """Whether turning the hand from R to R_des takes the wrist joint past its range (less a margin)
+    by a turn of at least WRIST_TURN: the turn's component about the joint's axis, added to the
+    joint's position."""
     q, lo, hi, axis = wrist
     quat = np.zeros(4)
     mujoco.mju_mat2Quat(quat, (R_des @ R.T).reshape(-1))
     aa = np.zeros(3)
     mujoco.mju_quat2Vel(aa, quat, 1.0)
-    q_end = q + float(aa @ axis)
-    return q_end < lo + WRIST_MARGIN or q_end > hi - WRIST_MARGIN
+    turn = float(aa @ axis)
+    if abs(turn) < WRIST_TURN:
+        return False
+    return q + turn < lo + WRIST_MARGIN or q + turn > hi - WRIST_MARGIN
 
 
 def move(view: SimView, target, R_des, grip: float, cap: float = 1.0, symmetric: bool = True) -> np.ndarray:
