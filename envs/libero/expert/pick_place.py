@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .control import move, preshape, rot_error, via_travel
+from .control import Progress, move, preshape, rot_error, via_travel
 from .geometry import FINGER_BELOW, HAND_HALF_LENGTH
 from .grasp import GraspPlanner
 from .placement import Placement
@@ -24,6 +24,8 @@ from .skill import Skill
 CARRY_CLEARANCE = 0.035  # object bottom above obstacles while carrying
 CARRY_CAP = 0.7  # action cap while carrying
 TURNS = np.deg2rad(np.arange(-90, 91, 5))  # turns tried for the carry
+TRIM_TURNS = np.deg2rad(np.arange(-20.0, 20.1, 2.5))  # the last correction of the turn, before lowering
+TRIMMED = 0.03  # rad from the trued-up orientation: lowering goes on
 TURN_GAIN = 0.01  # m a quarter turn must gain in how the footprint fits a region before it is made
 TURN_CAP = 0.3  # rotation action cap while the hand turns during the carry
 TIGHT = 0.03  # m: a footprint closer than this to an In region's box is centred on it
@@ -44,6 +46,7 @@ class PickPlace(Skill):
         self.planner = GraspPlanner(view, self.obj_body)
         self.obj_root, self.obj_geoms = self.planner.root, self.planner.geoms
         self.regrasps = 0
+        self.centre_foot = False
         self.start_phase("plan")
 
     def describe(self) -> str:
@@ -149,13 +152,14 @@ class PickPlace(Skill):
         tops = np.array([max(ray(*(p0 + si * (tgt - p0) + o), skip_roots=(self.obj_root,)) for o in offs) for si in s])
         self.path = (p0, tgt, s, tops, radius / max(length, 1e-6))
         self.release_bottom, self.region_hi = self.placement.release_level(self.obj_root)
+        self.centre_foot = False  # set by _carry_turn for a tight fit
         turn = self._carry_turn()
         c, s_ = np.cos(turn), np.sin(turn)
         self.R_carry = np.array([[c, -s_, 0.0], [s_, c, 0.0], [0.0, 0.0, 1.0]]) @ self.grasp.rotation()
 
     def _servo_xy(self) -> np.ndarray:
         """The point carried over the placement point: the object's origin, or its footprint's centre."""
-        if getattr(self, "centre_foot", False):
+        if self.centre_foot:
             pts, _, _ = self._extent()
             return 0.5 * (pts[:, :2].min(0) + pts[:, :2].max(0))
         return self._obj_pos()[:2]
@@ -168,15 +172,8 @@ class PickPlace(Skill):
         self.centre_foot = False
         if self.relation != "in" or pl.kind != "site":
             return 0.0
-        site = self.view.se.object_sites_dict[pl.target]
-        half = np.abs(self.view.site_mat(pl.target) @ np.asarray(site.size, float))[:2]
-        pts, _, _ = self._extent()
-        xy = pts[:, :2] - self._obj_pos()[:2]
-
-        def fit(turn) -> float:
-            c, s_ = np.cos(turn), np.sin(turn)
-            return float(np.min(half - 0.5 * np.ptp(xy @ np.array([[c, s_], [-s_, c]]), axis=0)))
-
+        half = self._region_half()
+        fit = self._fit
         turn, best = 0.0, fit(0.0)
         if best < 0.0:
             t = max(TURNS, key=lambda t: fit(t) - 0.002 * abs(t))
@@ -188,6 +185,17 @@ class PickPlace(Skill):
         if self.centre_foot:
             pl.offset = np.clip(self._free_centre() - pl.anchor_xy(), -half, half)
         return turn
+
+    def _region_half(self) -> np.ndarray:
+        site = self.view.se.object_sites_dict[self.placement.target]
+        return np.abs(self.view.site_mat(self.placement.target) @ np.asarray(site.size, float))[:2]
+
+    def _fit(self, turn: float) -> float:
+        """Least margin (m) of the object's footprint, turned by ``turn`` about the vertical, inside
+        the In region's box (< 0: it sticks out)."""
+        pts, _, _ = self._extent()
+        c, s_ = np.cos(turn), np.sin(turn)
+        return float(np.min(self._region_half() - 0.5 * np.ptp(pts[:, :2] @ np.array([[c, s_], [-s_, c]]), axis=0)))
 
     def _free_centre(self) -> np.ndarray:
         """Midway between the walls around the region's centre along each world axis (ray casts a
@@ -298,6 +306,10 @@ class PickPlace(Skill):
             target = np.array([pos[0] + err[0], pos[1] + err[1], pos[2] + need - zb])
             turning = rot_error(R, self.R_carry) > TURNED
             if np.linalg.norm(err) < 0.012 and not turning or self.t_phase > 150:
+                if self.centre_foot:  # the object may have turned in the fingers: true it up
+                    t = max(TRIM_TURNS, key=lambda t: self._fit(t) - 0.002 * abs(t))
+                    c, s_ = np.cos(t), np.sin(t)
+                    self.R_carry = np.array([[c, -s_, 0.0], [s_, c, 0.0], [0.0, 0.0, 1.0]]) @ R
                 self.start_phase("lower")
             a = move(view, target, self.R_carry, 1.0, cap=min(CARRY_CAP, 0.15 + 0.05 * self.t_phase))
             if turning:  # slowly: a book pinched near its top swings about the finger axis
@@ -311,6 +323,9 @@ class PickPlace(Skill):
             _, zb, _ = self._extent()
             togo = zb - self.release_bottom
             target = np.array([pos[0] + err[0], pos[1] + err[1], pos[2] - togo])
+            if self.centre_foot and (rot_error(R, self.R_carry) > TRIMMED or np.linalg.norm(err) > 0.006):
+                target[2] = pos[2]  # a tight fit: trued up and over the centre before it goes down
+                self.progress = Progress()
             inside = self.region_hi is not None and self._obj_pos()[2] < self.region_hi - 0.02
             if (togo < 0.004 or inside and togo < 0.03) and np.linalg.norm(err) < 0.015:
                 self.start_phase("release")
