@@ -30,6 +30,7 @@ TURN_GAIN = 0.01  # m a quarter turn must gain in how the footprint fits a regio
 TURN_CAP = 0.3  # rotation action cap while the hand turns during the carry
 TIGHT = 0.03  # m: a footprint closer than this to an In region's box is centred on it
 TURNED = 0.1  # rad from the carry orientation: the turn is done
+EXTRACT_SPACING = 0.012  # m between the rays up from the footprint (an open drawer's handle bar is 1.5 cm)
 EXTRACT_HEADROOM = 0.25  # an object with something less than this above its top is slid out before lifting
 
 
@@ -109,7 +110,8 @@ class PickPlace(Skill):
         footprint (zero when nothing is)."""
         pts, zb, zt = self._extent()
         lo, hi = pts[:, :2].min(0), pts[:, :2].max(0)
-        foot = np.array([[x, y] for x in np.linspace(lo[0], hi[0], 3) for y in np.linspace(lo[1], hi[1], 3)])
+        n = [max(3, int(np.ceil((hi[k] - lo[k]) / EXTRACT_SPACING)) + 1) for k in range(2)]
+        foot = np.array([[x, y] for x in np.linspace(lo[0], hi[0], n[0]) for y in np.linspace(lo[1], hi[1], n[1])])
         up = np.array([0.0, 0.0, 1.0])
 
         def hits(offset):
