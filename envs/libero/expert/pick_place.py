@@ -13,6 +13,7 @@ checks the predicate and calls :meth:`retry` (a re-grasp) when it does not hold.
 from __future__ import annotations
 
 import numpy as np
+from scipy.spatial import ConvexHull
 
 from .control import Progress, move, preshape, rot_error, via_travel
 from .geometry import FINGER_BELOW, HAND_HALF_LENGTH
@@ -112,6 +113,10 @@ class PickPlace(Skill):
         lo, hi = pts[:, :2].min(0), pts[:, :2].max(0)
         n = [max(3, int(np.ceil((hi[k] - lo[k]) / EXTRACT_SPACING)) + 1) for k in range(2)]
         foot = np.array([[x, y] for x in np.linspace(lo[0], hi[0], n[0]) for y in np.linspace(lo[1], hi[1], n[1])])
+        # only points over the object itself (its horizontal hull): a round bowl's box has corners
+        # beside it, over the walls of the drawer it stands in
+        hull = ConvexHull(pts[:, :2]).equations
+        foot = foot[np.all(foot @ hull[:, :2].T + hull[:, 2] <= 1e-6, axis=1)]
         up = np.array([0.0, 0.0, 1.0])
 
         def hits(offset):
