@@ -1,4 +1,4 @@
-"""The scripted LIBERO expert (envs/libero/expert.py) really solves pick-and-place tasks.
+"""The scripted LIBERO expert (envs/libero/expert/) really solves pick-and-place tasks.
 
 Fast tests run two real episodes per suite (no rendering) and check the env's own success
 predicate; the slow test measures every task x 5 init states through `vla-rollout`.
@@ -149,3 +149,84 @@ def test_expert_success_rate_sample(suite, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["success_rate"] >= 0.95, summary
     assert all(t["successes"] >= 4 for t in summary["per_task"].values()), summary["per_task"]
+
+
+def _rz(deg: float) -> np.ndarray:
+    c, s = np.cos(np.deg2rad(deg)), np.sin(np.deg2rad(deg))
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def test_finger_axis_direction_keeps_the_wrist_off_its_limit():
+    """The two directions of the finger axis are equivalent; the nearer one is taken unless turning
+    to it runs the wrist joint (here turning about world z) past its range, and small corrections
+    at the limit are left alone."""
+    from envs.libero.expert.control import _symmetric
+
+    z = np.array([0.0, 0.0, 1.0])
+    R, R_des = np.eye(3), _rz(100.0)  # nearer: turned -80 degrees (the fingers swapped)
+    free = _symmetric(R, R_des, (0.0, -2.9, 2.9, z))
+    assert np.allclose(free, _rz(-80.0))
+    at_limit = _symmetric(R, R_des, (-2.0, -2.9, 2.9, z))  # -80 degrees would end at -3.4 rad
+    assert np.allclose(at_limit, _rz(100.0))
+    small = _symmetric(R, _rz(175.0), (-2.88, -2.9, 2.9, z))  # nearer: -5 degrees, a correction
+    assert np.allclose(small, _rz(-5.0))
+
+
+def _libero_90(name: str) -> LiberoEnv:
+    from envs.libero import suites
+
+    infos = {t.name: t.task_id for t in suites.task_infos("libero_90")}
+    return LiberoEnv("libero_90", infos[name], render=False, init_states="sampled")
+
+
+def test_close_goals_come_before_open_goals():
+    """ "close the bottom drawer and open the top drawer": an open top drawer is in the way of the
+    hand closing the one under it, so the close comes first."""
+    from envs.libero.expert.planner import order_goals
+    from envs.libero.expert.sim import SimView
+
+    env = _libero_90("KITCHEN_SCENE4_close_the_bottom_drawer_of_the_cabinet_and_open_the_top_drawer")
+    try:
+        env.reset(options={"trial": 0})
+        kinds = [g.kind for g in order_goals(SimView(env))]
+    finally:
+        env.close()
+    assert kinds == ["close", "open"]
+
+
+def test_frying_pan_is_taken_by_its_handle():
+    """A pan's walls are lower than its handle: no rim reaches its top, and the grasp pinches the
+    handle bar (the rim fallback pinched the air inside the pan)."""
+    from envs.libero.expert.grasp import GraspPlanner
+    from envs.libero.expert.sim import SimView
+
+    env = _libero_90("KITCHEN_SCENE3_put_the_frying_pan_on_the_stove")
+    try:
+        env.reset(options={"trial": 0})
+        view = SimView(env)
+        planner = GraspPlanner(view, view.body("chefmate_8_frypan_1"))
+        grasp = planner.plan(view.site_pos("flat_stove_1_cook_region")[:2])
+        handle = max(planner.geoms, key=lambda g: view.geom_box(g)[2].max())  # the longest geom
+        c, R, h = view.geom_box(handle)
+        local = R.T @ (grasp.pos - c)
+    finally:
+        env.close()
+    assert grasp.kind == "body"
+    assert np.all(np.abs(local) <= h + 0.005), (local, h)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name",
+    [
+        "KITCHEN_SCENE9_put_the_frying_pan_under_the_cabinet_shelf",  # ~10 s: InsertPlace, staged by the pan's body
+        "STUDY_SCENE2_pick_up_the_book_and_place_it_in_the_front_compartment_of_the_caddy",  # ~8 s: turned
+    ],
+)
+def test_expert_solves_libero_90_episode(name):
+    env = _libero_90(name)
+    try:
+        success, steps, expert = run_episode(env, 0)
+    finally:
+        env.close()
+    assert success, f"no success in {steps} steps (phase {expert.phase}, {expert.regrasps} re-grasps)"

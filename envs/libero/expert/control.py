@@ -14,13 +14,36 @@ from .geometry import OPEN, POS_SCALE, ROT_SCALE
 from .sim import SimView
 
 
-def _symmetric(R, R_des) -> np.ndarray:
+WRIST_MARGIN = 0.05  # rad: a turn that would take the wrist joint nearer its limit goes the other way
+WRIST_TURN = 0.35  # rad: ... if it is at least this large (small corrections at the limit are left alone)
+
+
+def _symmetric(R, R_des, wrist=None) -> np.ndarray:
     """R_des, or R_des turned by pi about its approach axis, whichever is nearer R (the two fingers
-    are interchangeable)."""
+    are interchangeable); with ``wrist`` (``SimView.wrist()``), the farther one when the turn to the
+    nearer would run the wrist joint into its limit (from there the hand stays where it is)."""
     R_des = np.array(R_des, dtype=np.float64)
-    if np.dot(R[:, 0], R_des[:, 0]) < 0:
-        R_des[:, :2] *= -1.0
-    return R_des
+    flip = R_des.copy()
+    flip[:, :2] *= -1.0
+    near, far = (R_des, flip) if np.dot(R[:, 0], R_des[:, 0]) >= 0 else (flip, R_des)
+    if wrist is not None and _past_limit(R, near, wrist) and not _past_limit(R, far, wrist):
+        return far
+    return near
+
+
+def _past_limit(R, R_des, wrist) -> bool:
+    """Whether turning the hand from R to R_des takes the wrist joint past its range (less a margin)
+    by a turn of at least WRIST_TURN: the turn's component about the joint's axis, added to the
+    joint's position."""
+    q, lo, hi, axis = wrist
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, (R_des @ R.T).reshape(-1))
+    aa = np.zeros(3)
+    mujoco.mju_quat2Vel(aa, quat, 1.0)
+    turn = float(aa @ axis)
+    if abs(turn) < WRIST_TURN:
+        return False
+    return q + turn < lo + WRIST_MARGIN or q + turn > hi - WRIST_MARGIN
 
 
 def move(view: SimView, target, R_des, grip: float, cap: float = 1.0, symmetric: bool = True) -> np.ndarray:
@@ -34,7 +57,7 @@ def move(view: SimView, target, R_des, grip: float, cap: float = 1.0, symmetric:
     if n > cap:
         dp *= cap / n
     a[:3] = dp
-    a[3:6] = rotation_action(R, _symmetric(R, R_des) if symmetric else np.asarray(R_des, float))
+    a[3:6] = rotation_action(R, _symmetric(R, R_des, view.wrist()) if symmetric else np.asarray(R_des, float))
     a[6] = grip
     return np.clip(a, -1.0, 1.0)
 

@@ -61,6 +61,12 @@ HANDLE_BACK = 0.05  # m the fingers come in from, level, before a handle (things
 HANDLE_PITCHES = ((0.0, 0.0), (0.35, 0.002), (0.6, 0.004))
 ARM_RADIUS = 0.4  # m around the handle: obstacles the forearm is checked against
 HANDLE_TURNS = np.deg2rad([0.0, 20.0, -20.0, 40.0, -40.0])  # handle grasps: approach turned from the radial
+# bar grasps (a pan's handle): bars at least this long, at most this wide across; grip points at
+# these fractions of the half length from the bar's centre; cost per metre from the object's centre
+BAR_MIN_LENGTH = 0.06
+BAR_MAX_WIDTH = 0.045
+BAR_POINTS = (-0.6, -0.3, 0.0, 0.3, 0.6)
+BAR_OFFSET_COST = 0.05
 COMFORT_REACH = 0.72  # m from the robot base (horizontal) beyond which grasp points are penalised
 
 
@@ -249,6 +255,48 @@ class GraspPlanner:
                         best = g
         return best
 
+    # ------------------------------------------------------------------ bar grasps
+    def _bar_grasp(self, zt) -> Grasp | None:
+        """A wide object whose top is a bar (a frying pan's handle: its walls are lower): pinched
+        across the bar, fingers down, at points along it; the nearer the object's centre the less
+        it swings. None when no geom reaching the top is a bar narrow enough for the fingers."""
+        view = self.view
+        centre = view.data.xpos[self.body]
+        support = view.ray_down(*centre[:2], z0=float(self.extent()[1]) - 1e-3, skip_roots=(self.root,))
+        support = support if np.isfinite(support) else float(self.extent()[1])
+        best = None
+        for geom in self.geoms:
+            c, R, h = view.geom_box(geom)
+            k = int(np.argmax(h))
+            axis = R[:, k] * h[k]  # centre to the bar's end
+            if np.linalg.norm(axis[:2]) < BAR_MIN_LENGTH / 2 or float(view.corners([geom])[:, 2].max()) < zt - 0.01:
+                continue
+            n = np.array([-axis[1], axis[0], 0.0]) / np.linalg.norm(axis[:2])  # across the bar
+            width = 2.0 * float(np.sum(np.abs(R.T @ n) * h))
+            if width > BAR_MAX_WIDTH:
+                continue
+            thick = float(
+                np.sum(np.abs(R.T[[i for i in range(3) if i != k]] @ np.array([0.0, 0.0, 1.0])) * np.delete(h, k))
+            )
+            yaw = float(np.arctan2(n[1], n[0]))
+            for s_ in BAR_POINTS:
+                p = c + s_ * axis
+                top = p[2] + thick
+                z = min(max(p[2], top - HAND_ABOVE + 0.008, support + FINGER_BELOW + 0.002), top - 0.004)
+                g = Grasp(p[:2].copy(), float(z), yaw, "body", 0.0, yaw)
+                off = float(np.linalg.norm(p[:2] - centre[:2]))
+                score = (
+                    clearance_score(self._clearance(g))
+                    - BAR_OFFSET_COST * off
+                    - self._reach(p[:2])
+                    - self._side_penalty(yaw)
+                    - self._yaw_cost(yaw)
+                )
+                if best is None or score > best.score:
+                    g.score = float(score)
+                    best = g
+        return best
+
     # ------------------------------------------------------------------ rim grasps
     def _rim_segments(self, zt):
         """Candidate rim grasps: per colliding geom reaching the top (a wall segment) and grasp
@@ -298,7 +346,10 @@ class GraspPlanner:
     def _rim_grasp(self, zt, target_xy) -> Grasp:
         center = self.view.data.xpos[self.body][:2].copy()
         cands = self._rim_segments(zt)
-        if not cands:  # no recognisable wall: a vertical pinch on a circle through the top geoms
+        if not cands:  # no wall reaches the top: a bar that does (a pan's handle), else a circle
+            bar = self._bar_grasp(zt)
+            if bar is not None:
+                return bar
             r_rim = 0.5 * MAX_GRASP_WIDTH
             cands = [
                 (np.array([*(center + r_rim * np.array([np.cos(a), np.sin(a)])), zt - depth]), float(a), 0.0, cost)

@@ -27,6 +27,7 @@ WITHDRAW = 0.08  # m the hand backs out past the opening before it rises
 UNTURN_CAP = 0.3  # rotation action cap while turning back
 UNTURN_DONE = 0.15  # rad from that orientation: turned back
 UNTURN_STEPS = 30  # at most this many steps of turning back (then the next skill starts anyway)
+OUTSIDE = -1.0  # release-point search: the score of a footprint point outside the container's walls
 UP = np.array([0.0, 0.0, 1.0])
 
 
@@ -80,9 +81,11 @@ class InsertPlace(PickPlace):
         return f"insert({self.obj} {self.relation} {self.target})[{self.phase}]"
 
     def _radius(self) -> float:
+        """How far the object reaches from its position towards the opening (its leading side: a
+        pan held by the handle leads with its body, the handle trails)."""
         pts, _, _ = self._extent()
         c = self._obj_pos()[:2]
-        return float(np.max((pts[:, :2] - c) @ self.u_out))
+        return float(np.max((c - pts[:, :2]) @ self.u_out))
 
     def stage_xy(self) -> np.ndarray:
         return self.placement.xy() + (self.edge + self._radius() + STAGE_GAP) * self.u_out
@@ -125,17 +128,24 @@ class InsertPlace(PickPlace):
         pl.offset = best[1]
 
     def _inside(self, foot) -> float:
-        """Least clearance of footprint points from the container's walls (ray casts along +-u_out
-        and across it at mid-height of the release)."""
+        """Least clearance of footprint points from the container's walls (ray casts along -u_out
+        and across it at mid-height of the release). A point behind the opening whose ray runs
+        free is outside a wall (OUTSIDE); points in front of the opening are not checked (an
+        object deeper than the container sticks out there: a pan's handle)."""
         zr, _ = self.placement.release_level(self.obj_root)
         z = zr + 0.03
         across = np.array([-self.u_out[1], self.u_out[0]])
         worst = np.inf
         for p in foot:
+            if float(p @ self.u_out) > self.s_open:
+                continue
             for u in (across, -across, -self.u_out):
                 dist, g = self.view.ray([p[0], p[1], z], [u[0], u[1], 0.0], skip_roots=(self.obj_root,))
-                worst = min(worst, dist if g >= 0 else 0.1)
+                worst = min(worst, dist if g >= 0 else OUTSIDE)
         return float(worst)
+
+    def _carry_turn(self) -> float:
+        return 0.0  # the grasp was chosen to fit the release pose as it is
 
     def _release_check(self):
         T = self.placement.xy()

@@ -13,8 +13,9 @@ checks the predicate and calls :meth:`retry` (a re-grasp) when it does not hold.
 from __future__ import annotations
 
 import numpy as np
+from scipy.spatial import ConvexHull
 
-from .control import move, preshape, rot_error, via_travel
+from .control import Progress, move, preshape, rot_error, via_travel
 from .geometry import FINGER_BELOW, HAND_HALF_LENGTH
 from .grasp import GraspPlanner
 from .placement import Placement
@@ -23,6 +24,14 @@ from .skill import Skill
 
 CARRY_CLEARANCE = 0.035  # object bottom above obstacles while carrying
 CARRY_CAP = 0.7  # action cap while carrying
+TURNS = np.deg2rad(np.arange(-90, 91, 5))  # turns tried for the carry
+TRIM_TURNS = np.deg2rad(np.arange(-20.0, 20.1, 2.5))  # the last correction of the turn, before lowering
+TRIMMED = 0.03  # rad from the trued-up orientation: lowering goes on
+TURN_GAIN = 0.01  # m a quarter turn must gain in how the footprint fits a region before it is made
+TURN_CAP = 0.3  # rotation action cap while the hand turns during the carry
+TIGHT = 0.03  # m: a footprint closer than this to an In region's box is centred on it
+TURNED = 0.1  # rad from the carry orientation: the turn is done
+EXTRACT_SPACING = 0.012  # m between the rays up from the footprint (an open drawer's handle bar is 1.5 cm)
 EXTRACT_HEADROOM = 0.25  # an object with something less than this above its top is slid out before lifting
 
 
@@ -39,6 +48,7 @@ class PickPlace(Skill):
         self.planner = GraspPlanner(view, self.obj_body)
         self.obj_root, self.obj_geoms = self.planner.root, self.planner.geoms
         self.regrasps = 0
+        self.centre_foot = False
         self.start_phase("plan")
 
     def describe(self) -> str:
@@ -101,7 +111,12 @@ class PickPlace(Skill):
         footprint (zero when nothing is)."""
         pts, zb, zt = self._extent()
         lo, hi = pts[:, :2].min(0), pts[:, :2].max(0)
-        foot = np.array([[x, y] for x in np.linspace(lo[0], hi[0], 3) for y in np.linspace(lo[1], hi[1], 3)])
+        n = [max(3, int(np.ceil((hi[k] - lo[k]) / EXTRACT_SPACING)) + 1) for k in range(2)]
+        foot = np.array([[x, y] for x in np.linspace(lo[0], hi[0], n[0]) for y in np.linspace(lo[1], hi[1], n[1])])
+        # only points over the object itself (its horizontal hull): a round bowl's box has corners
+        # beside it, over the walls of the drawer it stands in
+        hull = ConvexHull(pts[:, :2]).equations
+        foot = foot[np.all(foot @ hull[:, :2].T + hull[:, 2] <= 1e-6, axis=1)]
         up = np.array([0.0, 0.0, 1.0])
 
         def hits(offset):
@@ -144,6 +159,65 @@ class PickPlace(Skill):
         tops = np.array([max(ray(*(p0 + si * (tgt - p0) + o), skip_roots=(self.obj_root,)) for o in offs) for si in s])
         self.path = (p0, tgt, s, tops, radius / max(length, 1e-6))
         self.release_bottom, self.region_hi = self.placement.release_level(self.obj_root)
+        self.centre_foot = False  # set by _carry_turn for a tight fit
+        turn = self._carry_turn()
+        c, s_ = np.cos(turn), np.sin(turn)
+        self.R_carry = np.array([[c, -s_, 0.0], [s_, c, 0.0], [0.0, 0.0, 1.0]]) @ self.grasp.rotation()
+
+    def _servo_xy(self) -> np.ndarray:
+        """The point carried over the placement point: the object's origin, or its footprint's centre."""
+        if self.centre_foot:
+            pts, _, _ = self._extent()
+            return 0.5 * (pts[:, :2].min(0) + pts[:, :2].max(0))
+        return self._obj_pos()[:2]
+
+    def _carry_turn(self) -> float:
+        """Turn (rad, about the vertical) of the hand while carrying: the one after which the object's
+        footprint fits the ``In`` region's box best, when it does not fit as it is (a book into a
+        caddy's narrow compartment), else none."""
+        pl = self.placement
+        self.centre_foot = False
+        if self.relation != "in" or pl.kind != "site":
+            return 0.0
+        half = self._region_half()
+        fit = self._fit
+        turn, best = 0.0, fit(0.0)
+        if best < 0.0:
+            t = max(TURNS, key=lambda t: fit(t) - 0.002 * abs(t))
+            if fit(t) > best + TURN_GAIN:
+                turn, best = float(t), fit(t)
+        # a tight fit: the footprint's centre (not the object's origin, which may sit off it) goes
+        # midway between the walls around the region's centre, the origin kept in the region
+        self.centre_foot = not np.any(pl.offset) and best < TIGHT
+        if self.centre_foot:
+            pl.offset = np.clip(self._free_centre() - pl.anchor_xy(), -half, half)
+        return turn
+
+    def _region_half(self) -> np.ndarray:
+        site = self.view.se.object_sites_dict[self.placement.target]
+        return np.abs(self.view.site_mat(self.placement.target) @ np.asarray(site.size, float))[:2]
+
+    def _fit(self, turn: float) -> float:
+        """Least margin (m) of the object's footprint, turned by ``turn`` about the vertical, inside
+        the In region's box (< 0: it sticks out)."""
+        pts, _, _ = self._extent()
+        c, s_ = np.cos(turn), np.sin(turn)
+        return float(np.min(self._region_half() - 0.5 * np.ptp(pts[:, :2] @ np.array([[c, s_], [-s_, c]]), axis=0)))
+
+    def _free_centre(self) -> np.ndarray:
+        """Midway between the walls around the region's centre along each world axis (ray casts a
+        little above the release level; an axis with no wall on both sides keeps the centre)."""
+        c = self.placement.anchor_xy()
+        z = self.release_bottom + 0.03
+        out = c.copy()
+        for k in range(2):
+            u = np.zeros(3)
+            u[k] = 1.0
+            hi, g1 = self.view.ray([c[0], c[1], z], u, skip_roots=(self.obj_root,))
+            lo, g2 = self.view.ray([c[0], c[1], z], -u, skip_roots=(self.obj_root,))
+            if g1 >= 0 and g2 >= 0 and max(hi, lo) < 0.2:
+                out[k] += 0.5 * (hi - lo)
+        return out
 
     def _carry_bottom(self, obj_xy) -> float:
         """Height the object's bottom must keep from here to the target (obstacles still ahead + margin)."""
@@ -234,31 +308,42 @@ class PickPlace(Skill):
                 return self._regrasp()
             obj = self._obj_pos()
             _, zb, _ = self._extent()
-            err = self.carry_xy() - obj[:2]
+            err = self.carry_xy() - self._servo_xy()
             need = self._carry_bottom(obj[:2])
             target = np.array([pos[0] + err[0], pos[1] + err[1], pos[2] + need - zb])
-            if np.linalg.norm(err) < 0.012 or self.t_phase > 150:
+            turning = rot_error(R, self.R_carry) > TURNED
+            if np.linalg.norm(err) < 0.012 and not turning or self.t_phase > 150:
+                if self.centre_foot:  # the object may have turned in the fingers: true it up
+                    t = max(TRIM_TURNS, key=lambda t: self._fit(t) - 0.002 * abs(t))
+                    c, s_ = np.cos(t), np.sin(t)
+                    self.R_carry = np.array([[c, -s_, 0.0], [s_, c, 0.0], [0.0, 0.0, 1.0]]) @ R
                 self.start_phase("lower")
-            return move(view, target, Rg, 1.0, cap=min(CARRY_CAP, 0.15 + 0.05 * self.t_phase))
+            a = move(view, target, self.R_carry, 1.0, cap=min(CARRY_CAP, 0.15 + 0.05 * self.t_phase))
+            if turning:  # slowly: a book pinched near its top swings about the finger axis
+                a[3:6] *= min(1.0, TURN_CAP / max(float(np.max(np.abs(a[3:6]))), 1e-9))
+            return a
 
         if ph == "lower":
             if not self._holding():
                 return self._regrasp()
-            err = self.carry_xy() - self._obj_pos()[:2]
+            err = self.carry_xy() - self._servo_xy()
             _, zb, _ = self._extent()
             togo = zb - self.release_bottom
             target = np.array([pos[0] + err[0], pos[1] + err[1], pos[2] - togo])
+            if self.centre_foot and (rot_error(R, self.R_carry) > TRIMMED or np.linalg.norm(err) > 0.006):
+                target[2] = pos[2]  # a tight fit: trued up and over the centre before it goes down
+                self.progress = Progress()
             inside = self.region_hi is not None and self._obj_pos()[2] < self.region_hi - 0.02
             if (togo < 0.004 or inside and togo < 0.03) and np.linalg.norm(err) < 0.015:
                 self.start_phase("release")
             elif self.progress.stalled(togo, patience=10) or self.t_phase > 60:
                 self.start_phase("release")
-            return move(view, target, Rg, 1.0, cap=0.7 if togo > 0.04 else 0.4)
+            return move(view, target, self.R_carry, 1.0, cap=0.7 if togo > 0.04 else 0.4)
 
         if ph == "release":
             if self.t_phase >= 6:
                 self.start_phase("retreat")
-            return move(view, pos, Rg, -1.0, cap=0.3)
+            return move(view, pos, self.R_carry, -1.0, cap=0.3)
 
         if ph == "retreat":
             target = np.array([pos[0], pos[1], max(pos[2], self.hover_z) + 0.05])

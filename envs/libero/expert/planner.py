@@ -3,11 +3,14 @@ by one skill, checked with LIBERO's own predicate evaluation.
 
 Ordering rules (the goals of a task are a conjunction; the order is ours):
 
-1. an articulated object is opened first when a goal puts something *in* it and it is closed at
-   reset (an implicit sub-goal: "open the top drawer and put the bowl inside" names only ``In``);
-2. explicit ``open`` goals, then ``close`` goals of articulations nothing is put into, then
-   ``turnon`` / ``turnoff``, then the ``on`` / ``in`` goals in the order the task lists them, then
-   the ``close`` goals of what was just filled ("put the bowl in the drawer and close it").
+1. an articulated object is opened (after the closes of rule 2) when a goal puts something *in*
+   it and it is closed at reset (an implicit sub-goal: "open the top drawer and put the bowl
+   inside" names only ``In``);
+2. ``close`` goals of articulations nothing is put into (an open drawer above another one is in
+   the way of the hand that closes the lower one: "close the bottom drawer and open the top one"),
+   then explicit ``open`` goals, then ``turnon`` / ``turnoff``, then the ``on`` / ``in`` goals in
+   the order the task lists them, then the ``close`` goals of what was just filled ("put the bowl
+   in the drawer and close it").
 
 At every skill's end the planner evaluates all predicates again and runs the first sub-goal that
 does not hold (a retry of its skill when it has one: skills keep what they learnt), so a goal
@@ -106,7 +109,7 @@ def order_goals(view: SimView) -> list[SubGoal]:
             continue
         if not view.holds(["open", owner]):
             implicit.append(SubGoal(["open", owner], implicit=True, needed_by=preds[0]))
-    return opens + implicit + closes_first + turns + places + closes_last
+    return closes_first + opens + implicit + turns + places + closes_last
 
 
 def make_skill(view: SimView, goal: SubGoal) -> Skill:

@@ -52,6 +52,7 @@ class SimView:
             if int(m.geom_bodyid[g]) in finger_bodies and self.collides(g)
         }
         self.finger_joints = [m.joint(n).id for n in ("gripper0_finger_joint1", "gripper0_finger_joint2")]
+        self.wrist_joint = m.joint("robot0_joint7").id  # turns the hand about its approach axis
 
     # ------------------------------------------------------------------ names
     @property
@@ -242,6 +243,12 @@ class SimView:
     def grip(self) -> tuple[np.ndarray, np.ndarray]:
         d = self.data
         return d.site_xpos[self.grip_site].copy(), d.site_xmat[self.grip_site].reshape(3, 3).copy()
+
+    def wrist(self) -> tuple[float, float, float, np.ndarray]:
+        """The last arm joint (it turns the hand about its approach axis): position, range, world axis."""
+        j = self.wrist_joint
+        lo, hi = (float(x) for x in self.model.jnt_range[j])
+        return self.qpos(j), lo, hi, self.data.xaxis[j].copy()
 
     def finger_opening(self) -> float:
         """Sum of both finger joint positions (0 closed, 0.08 fully open)."""
