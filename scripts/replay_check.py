@@ -48,9 +48,10 @@ def load_demo(path: Path, demo: int = 0) -> dict[str, Any]:
     with h5py.File(path, "r") as f:
         g = f[f"data/demo_{demo}"]
         spec = json.loads(f["data"].attrs["env_spec"])
+        labels = g["actions"][:]  # the teacher's, for agent=dagger recordings
         out = {
-            "actions": g["actions"][:],  # the labels (the teacher's, for agent=dagger recordings)
-            "executed": g["executed_actions"][:] if "executed_actions" in g else g["actions"][:],  # what ran
+            "actions": labels,
+            "executed": g["executed_actions"][:] if "executed_actions" in g else labels,  # what ran
             "state": g["obs/state"][:],
             "trial": int(g.attrs["trial"]),
             "family": spec["family"],

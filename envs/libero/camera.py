@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..orientation import ORIENTATIONS, orient, reorient, reorient_K  # noqa: F401 (the env's names for them)
+from ..orientation import reorient_K
 
 
 def depth_to_metres(depth_buffer: np.ndarray, model) -> np.ndarray:

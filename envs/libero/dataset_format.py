@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import camera
+from ..orientation import reorient, reorient_K
 
 IMAGE_CONVENTION = "opengl"  # what the official files store (robosuite.macros.IMAGE_CONVENTION)
 
@@ -102,11 +102,11 @@ def record_frame(frame, orientation: str) -> dict[str, np.ndarray]:
     """A :class:`CameraFrame` delivered in ``orientation``, as the official files store it."""
     h, w = frame.rgb.shape[:2]
     out = {
-        "rgb": np.ascontiguousarray(camera.reorient(frame.rgb, orientation, IMAGE_CONVENTION)),
-        "depth": np.ascontiguousarray(camera.reorient(frame.depth, orientation, IMAGE_CONVENTION)),
-        "K": camera.reorient_K(frame.K, (h, w), orientation, IMAGE_CONVENTION),
+        "rgb": np.ascontiguousarray(reorient(frame.rgb, orientation, IMAGE_CONVENTION)),
+        "depth": np.ascontiguousarray(reorient(frame.depth, orientation, IMAGE_CONVENTION)),
+        "K": reorient_K(frame.K, (h, w), orientation, IMAGE_CONVENTION),
         "T_world_cam": frame.T_world_cam,
     }
     if frame.instance is not None:
-        out["instance"] = np.ascontiguousarray(camera.reorient(frame.instance, orientation, IMAGE_CONVENTION))
+        out["instance"] = np.ascontiguousarray(reorient(frame.instance, orientation, IMAGE_CONVENTION))
     return out

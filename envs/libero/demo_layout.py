@@ -16,7 +16,6 @@ from ..spec import ActionSpec, ArraySpec, CameraSpec, EnvSpec
 from ..orientation import ORIENTATIONS
 from .env import ACTION_NAMES, RECORD_NAMES, STATE_NAMES
 
-STORED = ORIENTATIONS  # opengl: the raw buffer (official files)
 _OFFICIAL_ATTRS = ("problem_info", "env_args", "bddl_file_name")
 
 
@@ -65,8 +64,8 @@ class LiberoDemoLayout(DemoLayout):
     def stored_orientation(self, attrs: Any) -> str | None:
         if "image_orientation" in attrs:
             o = _text(attrs["image_orientation"])
-            if o not in STORED:
-                raise ValueError(f"image_orientation {o!r} is not one of {STORED}")
+            if o not in ORIENTATIONS:  # opengl: the raw buffer (official files)
+                raise ValueError(f"image_orientation {o!r} is not one of {ORIENTATIONS}")
             return o
         convention = _text(attrs.get("macros_image_convention", "opengl"))
         if convention not in ("opengl", "opencv"):

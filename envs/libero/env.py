@@ -23,6 +23,7 @@ from spatial_memory.frame import CameraFrame
 
 from .. import _gl
 from ..base import ActionSpec, ArraySpec, CameraSpec, EnvSpec, Observation, SceneTruth, TaskInfo, VLAEnv, check_action
+from ..orientation import ORIENTATIONS, orient
 from . import camera, dataset_format, suites
 from . import perturb as perturbations
 from .config import SAMPLED_SEED, SAMPLED_TRIALS, SETTLE_STEPS, check_arm_init_noise
@@ -73,8 +74,8 @@ class LiberoEnv(VLAEnv):
         unknown = [c for c in cameras if c not in CAMERAS]
         if unknown:
             raise ValueError(f"unknown LIBERO camera(s) {unknown}; available: {list(CAMERAS)}")
-        if orientation not in camera.ORIENTATIONS:
-            raise ValueError(f"unknown image orientation {orientation!r}; expected one of {camera.ORIENTATIONS}")
+        if orientation not in ORIENTATIONS:
+            raise ValueError(f"unknown image orientation {orientation!r}; expected one of {ORIENTATIONS}")
         if int(resolution) < 8:
             raise ValueError(f"resolution must be >= 8 pixels, got {resolution}")
         self.suite, self.task_id = suite, task_id
@@ -287,16 +288,16 @@ class LiberoEnv(VLAEnv):
             for name in self.cameras:
                 key = CAMERAS[name]
                 K, cam_id = self._static[name]
-                rgb = camera.orient(raw[f"{key}_image"], self.orientation)
+                rgb = orient(raw[f"{key}_image"], self.orientation)
                 if self.depth:
-                    depth = camera.orient(camera.depth_to_metres(raw[f"{key}_depth"][..., 0], model), self.orientation)
+                    depth = orient(camera.depth_to_metres(raw[f"{key}_depth"][..., 0], model), self.orientation)
                 else:
                     depth = np.zeros(rgb.shape[:2], np.float32)
                 rgb, depth = self._perturber.noisy_image(rgb, depth)
                 inst = None
                 if self.segmentation:
                     inst = np.ascontiguousarray(
-                        camera.orient(raw[f"{key}_segmentation_instance"][..., 0], self.orientation), dtype=np.int32
+                        orient(raw[f"{key}_segmentation_instance"][..., 0], self.orientation), dtype=np.int32
                     )
                 frames[name] = CameraFrame(
                     rgb=np.ascontiguousarray(rgb),

@@ -37,7 +37,9 @@ from envs.registry import demo_layout
 from envs.spec import EnvSpec
 
 from .handles import HandlePool
-from .layout import CAMERA_FIELDS, ORIENTATIONS, EpisodeRef, find_demo_files, read_episodes, reorient, reorient_K
+from envs.orientation import ORIENTATIONS, reorient, reorient_K
+
+from .layout import CAMERA_FIELDS, EpisodeRef, find_demo_files, read_episodes
 from .layout import unique_ids
 from .sample import Sample, check_episodes, check_index
 

@@ -35,7 +35,6 @@ from typing import Any, Iterable
 import h5py
 import numpy as np
 
-from envs.orientation import ORIENTATIONS, reorient, reorient_K  # noqa: F401 (re-exported for vla.data)
 from envs.registry import demo_layout, recognize_demo
 from envs.spec import ArraySpec, CameraSpec, EnvSpec
 

@@ -28,7 +28,7 @@ from typing import Iterator
 import h5py
 import numpy as np
 
-from envs.libero import camera
+from envs.orientation import ORIENTATIONS, reorient
 
 from .episode import DemoEpisode
 
@@ -57,7 +57,7 @@ def stored_orientation(attrs) -> str:
         if key in attrs:
             value = attrs[key]
             value = value.decode() if isinstance(value, bytes) else str(value)
-            if value not in camera.ORIENTATIONS:
+            if value not in ORIENTATIONS:
                 raise ValueError(f"unknown image orientation {value!r} in attribute {key!r}")
             return value
     return "opengl"
@@ -114,7 +114,7 @@ def read_libero_hdf5(path: str | Path, images: bool = True, extra: bool = False)
             if images:
                 for cam, name in CAMERA_DATASETS.items():
                     if name in obs:
-                        stack = camera.reorient(obs[name][()], orientation, PROTOCOL, stacked=True)
+                        stack = reorient(obs[name][()], orientation, PROTOCOL, stacked=True)
                         ims[cam] = np.ascontiguousarray(stack)
             ext = {}
             if extra:

@@ -40,7 +40,9 @@ from vla.transforms.memory import MemoryInputsConfig
 from vla.transforms.memory_entries import EntryFile, memory_key, write_entries
 
 from .handles import HandlePool, open_hdf5
-from .layout import ORIENTATIONS, EpisodeRef, reorient, reorient_K
+from envs.orientation import ORIENTATIONS, reorient, reorient_K
+
+from .layout import EpisodeRef
 
 _BLOCK = 32  # frames read from the demonstration file at a time
 

@@ -106,7 +106,7 @@ def _action_bounds(sources: list[Any], key: str) -> tuple[tuple[float, ...], tup
             raise ValueError(
                 f"data.action_normalization=spec needs demonstrations (an env's action bounds); {key!r} has none"
             )
-        bounds |= {(s.spec(e).action.low, s.spec(e).action.high) for e in s.episodes()}
+        bounds |= {(a.low, a.high) for a in (s.spec(e).action for e in s.episodes())}
     if len(bounds) != 1:
         raise ValueError(
             f"data.action_normalization=spec: {key!r}'s episodes have different action bounds: {sorted(bounds)}"

@@ -275,9 +275,7 @@ class GraspPlanner:
             width = 2.0 * float(np.sum(np.abs(R.T @ n) * h))
             if width > BAR_MAX_WIDTH:
                 continue
-            thick = float(
-                np.sum(np.abs(R.T[[i for i in range(3) if i != k]] @ np.array([0.0, 0.0, 1.0])) * np.delete(h, k))
-            )
+            thick = float(np.sum(np.abs(np.delete(R[2], k)) * np.delete(h, k)))  # half height across the bar
             yaw = float(np.arctan2(n[1], n[0]))
             for s_ in BAR_POINTS:
                 p = c + s_ * axis
