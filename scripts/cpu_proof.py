@@ -49,6 +49,12 @@ def main() -> int:
     ap.add_argument(
         "--house-recipe", default="bins", choices=("bins", "plain"), help="house: the demonstrations and inputs"
     )
+    ap.add_argument(
+        "--house-proprio",
+        default="motion",
+        choices=("motion", "none"),
+        help="house, bins recipe: the wheel-odometry proprio token (motion) or no proprio input (none)",
+    )
     ap.add_argument("--val-scenes", type=int, default=10)
     ap.add_argument("--test-scenes", type=int, default=20)
     ap.add_argument("--train-scenes", type=int, default=40, help="gst: train apartments of the question set")

@@ -11,7 +11,9 @@ final one on the val apartments; results are split by whether the target was in 
 ``--house-recipe bins`` (the default) is what made the over-fit replay exact (docs/POLICY.md): the
 navigator decides on its map (no counted scan, a fresh frontier choice every step), the demonstrations
 are recorded through the policy's own bins (``agent.execute_bins=256`` with
-``data.action_normalization=spec``), and both arms read the base's wheel odometry as a proprio token;
+``data.action_normalization=spec``), and both arms read the base's wheel odometry as a proprio token
+(``--house-proprio none`` leaves it out: the last motion predicts the next one so well that a learner
+copies it, see docs/POLICY.md);
 ``plain`` is the first runs' recipe (``agent=memory`` demonstrations, recorded statistics).
 """
 
@@ -29,13 +31,11 @@ RECIPES = {
     "bins": {
         "record": ["agent=dagger", "agent.beta=1.0", "agent.execute_bins=256", f"+agent.teacher.navigator={NAVIGATOR}"],
         "teacher": ["agent.execute_bins=256", f"+agent.teacher.navigator={NAVIGATOR}"],
-        "train": [
-            "data.action_normalization=spec",
-            "policy.inputs.proprio=token",
-            "policy.inputs.proprio_keys=[sensors/motion]",
-        ],
+        "train": ["data.action_normalization=spec"],
     },
 }
+# what the bins recipe gives the policy as proprioception (--house-proprio): the base's last motion, or nothing
+PROPRIO = {"motion": ["policy.inputs.proprio=token", "policy.inputs.proprio_keys=[sensors/motion]"], "none": []}
 
 
 def house(a) -> dict:
@@ -67,6 +67,7 @@ def house(a) -> dict:
         "data.cameras=[ego]",  # as the first runs had it (the default follows the policy's cameras)
         "data.action_mask=[true,true,true,false]",
         *RECIPES[a.house_recipe]["train"],
+        *(PROPRIO[a.house_proprio] if a.house_recipe == "bins" else []),
     ]
     if a.stage in ("all", "train"):
         for arm, extra in arms.items():
@@ -148,8 +149,11 @@ def _round(a, R: Path, env: list[str], common: list[str], arm: str, extra: list[
 
 
 def _final(R: Path, arm: str, r: int) -> Path | None:
-    cks = checkpoints(R / "train" / arm / f"round{r}")
-    return cks[-1] if cks else None
+    """The last checkpoint of a finished round (vla-train writes summary.json at its end), else None: a
+    round still training -- e.g. the other arm's process -- has quarter checkpoints that are not final."""
+    out = R / "train" / arm / f"round{r}"
+    cks = checkpoints(out)
+    return cks[-1] if cks and (out / "summary.json").exists() else None
 
 
 def _rollout(a, args: list[str], out: Path, log: Path) -> None:
