@@ -11,7 +11,7 @@ from scipy.spatial.transform import Rotation
 
 from vla.spatial import generate as G
 from vla.spatial.questions import UNIFIED_FOVY_DEG, View, motion_question, view_questions
-from vla.spatial.tasks import TASKS, baseline_answers, correct, format_answer, score
+from vla.spatial.tasks import TASKS, baseline_answers, blind_answers, correct, format_answer, prompt_key, score
 
 ALL = {t: 1 for t in TASKS if t != "camera_motion"}
 
@@ -175,6 +175,40 @@ def test_scores_per_task_and_the_train_mean_baseline():
     s = score(test, {r["id"]: base[r["task"]] for r in test})
     assert s["per_task"] == {"depth": 100.0, "direction": 0.0} and s["overall"] == 50.0 and s["missing"] == 0
     assert score(test, {})["missing"] == 2
+
+
+def test_the_blind_baseline_answers_from_the_question_words_alone(tmp_path):
+    """Sizes by category: the words predict them where the task's mean does not; numbers in a prompt
+    (marked pixels) do not split the questions; an unseen question falls back to the task's answer."""
+    size = "<image> What is the longest side of the {}, in cm?"
+    train = [
+        {"id": "a", "task": "size", "prompt": size.format("bed"), "truth": 200, "meta": {}},
+        {"id": "b", "task": "size", "prompt": size.format("bed"), "truth": 210, "meta": {}},
+        {"id": "c", "task": "size", "prompt": size.format("cup"), "truth": 10, "meta": {}},
+        {"id": "d", "task": "depth_order", "prompt": "<image> A at (3, 40), B at (7, 8)?", "truth": "A", "meta": {}},
+        {"id": "e", "task": "depth_order", "prompt": "<image> A at (12, 4), B at (70, 81)?", "truth": "A", "meta": {}},
+    ]
+    assert prompt_key(train[3]["prompt"]) == prompt_key(train[4]["prompt"]) != prompt_key(train[0]["prompt"])
+    blind = blind_answers(train)
+    assert blind[prompt_key(size.format("bed"))] == format_answer("size", 205.0)
+    assert blind[prompt_key(size.format("cup"))] == format_answer("size", 10.0)
+    assert len(blind) == 3  # bed, cup, and one depth-order question whatever its pixels
+
+    from vla.spatial.evaluate import baseline_predictions
+
+    test = [
+        {"id": "x", "task": "size", "prompt": size.format("bed"), "truth": 198},
+        {"id": "y", "task": "size", "prompt": size.format("sofa"), "truth": 140},
+    ]
+    d = tmp_path / "train"  # a train set on disk, as the command reads it
+    d.mkdir()
+    (d / "records.house.jsonl").write_text("".join(json.dumps({**r, "scene": "s"}) + "\n" for r in train))
+    (d / "scenes.house.jsonl").write_text(json.dumps({"scene": "s"}) + "\n")
+    words = baseline_predictions(d, test, blind=True)
+    task = baseline_predictions(d, test)
+    assert words["x"] == format_answer("size", 205.0) and task["x"] == task["y"] == format_answer("size", 140.0)
+    assert words["y"] == task["y"]  # the sofa was never asked about in training
+    assert score(test, words)["per_task"]["size"] == 100.0 and score(test, task)["per_task"]["size"] == 50.0
 
 
 def _fake_scene(opts, scene):

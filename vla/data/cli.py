@@ -7,13 +7,13 @@
     vla-data info src=PATH                              # what a dataset holds (LIBERO HDF5 file or dir, LeRobot v3)
     vla-data spatial family=house|libero split=train scenes=40 out=runs/spatial [shards=N shard=K] [backend=ray]
     vla-data spatial-eval checkpoint=DIR data=runs/spatial/test out=OUT [limit=N] [max_new_tokens=64]
-    vla-data spatial-score data=runs/spatial/test predictions=FILE|baseline=runs/spatial/train [out=OUT]
+    vla-data spatial-score data=runs/spatial/test predictions=FILE|baseline=runs/spatial/train [blind=true] [out=OUT]
 
 ``spatial`` renders views of apartments or LIBERO tabletops and asks spatial-perception questions
 answered from the scene truth (docs/SPATIAL.md; settings: configs/spatial.yaml); it resumes after a
 kill. ``spatial-eval`` answers a set with a trained policy and scores it per task type;
 ``spatial-score`` scores a predictions file, or the trivial baseline (the train set's majority or
-mean answer per task type).
+mean answer per task type; ``blind=true``: per question text, what the words alone predict).
 
 ``libero`` runs the scripted expert over every init state of each task (in parallel, resumable:
 run the same command again after a kill), keeps the first ``demos_per_task`` successes per task in
@@ -172,7 +172,10 @@ def cmd_spatial_score(argv: list[str]) -> int:
     if "predictions" in kv:
         preds = read_predictions(kv["predictions"])
     else:
-        preds = baseline_predictions(kv["baseline"], load_records(kv["data"]))
+        blind = kv.get("blind", "false")
+        if blind not in ("true", "false"):
+            raise ValueError(f"spatial-score: blind={blind!r}; use blind=true or blind=false")
+        preds = baseline_predictions(kv["baseline"], load_records(kv["data"]), blind=blind == "true")
     _print_scores(score_set(kv["data"], preds), Path(kv["out"]) if "out" in kv else None)
     return 0
 

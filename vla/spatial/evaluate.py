@@ -4,7 +4,8 @@
 question (greedy, ``max_new_tokens``), appended to ``OUT/predictions.jsonl`` as it goes (a rerun
 skips what is there), then ``OUT/scores.json``: accuracy per task type (:func:`vla.spatial.tasks.score`).
 ``vla-data spatial-score data=DIR predictions=FILE`` scores any predictions file; with
-``baseline=TRAIN_DIR`` instead, the train set's majority / mean answer per task type is scored.
+``baseline=TRAIN_DIR`` instead, the train set's majority / mean answer per task type is scored, and with
+``blind=true`` too, per question text (the question-only baseline: what the words alone predict).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .generate import load_records
-from .tasks import baseline_answers, score
+from .tasks import baseline_answers, blind_answers, prompt_key, score
 
 
 def read_predictions(path: str | Path) -> dict[str, str]:
@@ -33,9 +34,14 @@ def read_predictions(path: str | Path) -> dict[str, str]:
     return out
 
 
-def baseline_predictions(train_dir: str | Path, records: list[dict[str, Any]]) -> dict[str, str]:
-    answers = baseline_answers(load_records(train_dir))
-    return {r["id"]: answers[r["task"]] for r in records if r["task"] in answers}
+def baseline_predictions(train_dir: str | Path, records: list[dict[str, Any]], blind: bool = False) -> dict[str, str]:
+    """The task's train answer for every record; ``blind``: the answer of train questions with the same
+    words (:func:`vla.spatial.tasks.blind_answers`), else the task's."""
+    train = load_records(train_dir)
+    answers = baseline_answers(train)
+    by_words = blind_answers(train) if blind else {}
+    out = {r["id"]: by_words.get(prompt_key(r["prompt"]), answers.get(r["task"])) for r in records}
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def policy_predictions(

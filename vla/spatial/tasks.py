@@ -132,6 +132,23 @@ def score(records: list[dict[str, Any]], predictions: dict[str, str]) -> dict[st
     }
 
 
+def prompt_key(prompt: str) -> str:
+    """A question's words without its numbers (pixel coordinates): what a blind model reads."""
+    return re.sub(r"-?\d+(\.\d+)?", "#", prompt)
+
+
+def blind_answers(train: list[dict[str, Any]]) -> dict[str, str]:
+    """The question-only ("blind") baseline: per question text with its numbers masked
+    (:func:`prompt_key`: the task and the objects it names), the train set's majority or mean answer
+    as :func:`baseline_answers` computes it over those questions. What the words alone predict, e.g.
+    an object's size from its category; a question whose text no train question had falls back to
+    the task's answer."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in train:
+        groups.setdefault(prompt_key(r["prompt"]), []).append(r)
+    return {key: next(iter(baseline_answers(rs).values())) for key, rs in groups.items()}
+
+
 def baseline_answers(train: list[dict[str, Any]]) -> dict[str, str]:
     """The trivial baseline: per task type, the train set's majority answer (choices, counts) or its
     mean (numbers, component by component), as an answer string."""
