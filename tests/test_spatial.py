@@ -255,6 +255,20 @@ def test_a_killed_run_resumes_without_repeats(tmp_path, monkeypatch):
         G.generate({**cfg, "resolution": 64})
 
 
+def test_an_apartment_without_a_navigation_target_is_skipped_and_the_run_goes_on(tmp_path):
+    """Train apartment 69 has no object the navigation task can use, so the env cannot reset into an
+    episode (the real env, as ``vla-gst generate`` meets it): it is finished with no questions, its
+    neighbour still gets its own, and a rerun does not try it again."""
+    cfg = {"split": "train", "first_scene": 68, "scenes": 2, "views": 1, "out": str(tmp_path), "progress": False}
+    r = G.generate(cfg)
+    assert r["skipped_this_run"] == ["house/train/69"] and r["questions_this_run"] > 0
+    done = [json.loads(x) for x in (tmp_path / "train" / "scenes.house.jsonl").read_text().splitlines()]
+    assert {d["scene"]: d["questions"] for d in done} == {"house/train/68": r["questions"], "house/train/69": 0}
+    assert "no navigation target" in done[1]["skipped"]
+    again = G.generate(cfg)
+    assert again["scenes_this_run"] == 0 and again["skipped_this_run"] == []
+
+
 @pytest.mark.parametrize(
     "cfg, message",
     [

@@ -130,6 +130,8 @@ def cmd_spatial(argv: list[str]) -> int:
         f"spatial: {r['questions_this_run']} questions from {r['scenes_this_run']} scenes in {r['seconds']} s "
         f"({r['per_hour']} questions/hour); {r['questions']} questions of {r['scenes']} scenes -> {r['out']}"
     )
+    if r["skipped_this_run"]:
+        print(f"spatial: skipped (no usable episode): {', '.join(r['skipped_this_run'])}")
     return 0
 
 

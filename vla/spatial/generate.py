@@ -214,6 +214,10 @@ def close_env() -> None:
         env.close()
 
 
+class SceneSkipped(Exception):
+    """A scene the env cannot reset into an episode (as ``vla-gst generate``, the run goes on without it)."""
+
+
 def scene_items(opts: dict[str, Any], scene: dict[str, Any]) -> tuple[list[Item], int]:
     """One scene's questions (a worker's job with backend=ray) and the number of views rendered. The
     env is kept for the next scene of the same task (LIBERO: other sampled placements)."""
@@ -224,6 +228,9 @@ def scene_items(opts: dict[str, Any], scene: dict[str, Any]) -> tuple[list[Item]
     env = _env_for(scene)
     try:
         obs, _ = env.reset(options={"trial": int(scene["trial"])})
+    except RuntimeError as exc:  # the scene has no usable episode (e.g. no navigation target): no questions
+        close_env()
+        raise SceneSkipped(str(exc)) from exc
     except BaseException:
         close_env()
         raise
@@ -252,7 +259,10 @@ def _png(img: np.ndarray) -> bytes:
 def encode_scene(opts: dict[str, Any], scene: dict[str, Any]) -> dict[str, Any]:
     """One scene as record rows and PNG files ``{relative path: bytes}`` (shared images written once)."""
     t0 = time.time()
-    items, views = scene_items(opts, scene)
+    try:
+        items, views = scene_items(opts, scene)
+    except SceneSkipped as exc:
+        return {"rows": [], "files": {}, "views": 0, "seconds": round(time.time() - t0, 2), "skipped": str(exc)}
     slug = scene["name"].replace("/", "-")
     files: dict[str, bytes] = {}
     names: dict[int, str] = {}
@@ -321,6 +331,7 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
     todo = sorted((s for s in scenes if s["name"] not in done), key=lambda s: (s["task"], s["trial"]))
     plain = {**asdict(opts), "motion": list(opts.motion), "tasks": list(opts.tasks)}
     t0, new = time.time(), 0
+    skipped: list[str] = []
     with open(rec_path, "a") as rec, open(done_path, "a") as fin:
 
         def write(i: int, result: dict[str, Any]) -> None:
@@ -335,6 +346,9 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
             rec.flush()
             os.fsync(rec.fileno())
             line = {"scene": todo[i]["name"], "questions": len(result["rows"]), "views": result["views"]}
+            if result.get("skipped"):
+                line["skipped"] = result["skipped"]
+                skipped.append(todo[i]["name"])
             _append_jsonl(fin, {**line, "seconds": result["seconds"]})
             new += len(result["rows"])
 
@@ -350,6 +364,7 @@ def generate(cfg: dict[str, Any]) -> dict[str, Any]:
         "scenes_this_run": len(todo),
         "questions_this_run": new,
         "questions": len(kept) + new,
+        "skipped_this_run": skipped,  # scenes without a usable episode: done, with no questions
         "seconds": round(seconds, 1),
         "per_hour": round(3600.0 * new / seconds, 1) if seconds > 0 and new else 0.0,
     }
