@@ -28,6 +28,11 @@ from .spec import ActionSpec, ArraySpec, CameraSpec, EnvSpec
 from .truth import Box, NavGrid, ObjectTruth, Room, SceneTruth
 
 
+class NoEpisode(RuntimeError):
+    """``reset`` cannot make an episode in this scene (e.g. no object the task can use as a target): a
+    property of the scene, not bad input; generators that sweep scenes skip it and say so."""
+
+
 @dataclass(frozen=True)
 class TaskInfo:
     task_id: int

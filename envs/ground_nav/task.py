@@ -20,6 +20,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
+from envs.base import NoEpisode
 from envs.truth import NavGrid
 from spatial_memory.geometry import box_distance
 
@@ -102,7 +103,7 @@ def make_episode(
     ``seed`` is the family's ``(scene key, salt)``: the draw uses ``default_rng([key, trial, salt])``;
     ``candidates()`` gives the targets it allows (each with goal cells), ``goals_of(target)`` their goal
     cells, ``distance_field(cells)`` the planner's geodesic distance field; ``scene`` names the scene
-    in errors. A scene without any target raises ``RuntimeError``; bad input ``ValueError``.
+    in errors. A scene without any target raises :class:`envs.base.NoEpisode`; bad input ``ValueError``.
     """
     if isinstance(trial, bool) or not isinstance(trial, (int, np.integer)) or trial < 0:
         raise ValueError(f"trial must be a non-negative int, got {trial!r}")
@@ -110,7 +111,7 @@ def make_episode(
     if target is None:
         cands = candidates()
         if not cands:  # a property of the scene, not bad input: callers may skip the scene (vla-gst generate)
-            raise RuntimeError(
+            raise NoEpisode(
                 f"{scene}: no navigation target (an object of a unique category that can be reached and seen)"
             )
         target = cands[int(rng.integers(len(cands)))]

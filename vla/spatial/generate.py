@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.base import NoEpisode
 from spatial_memory.strict import from_dict
 
 from .questions import SINGLE_VIEW, Item, View, motion_question, view_questions
@@ -228,7 +229,7 @@ def scene_items(opts: dict[str, Any], scene: dict[str, Any]) -> tuple[list[Item]
     env = _env_for(scene)
     try:
         obs, _ = env.reset(options={"trial": int(scene["trial"])})
-    except RuntimeError as exc:  # the scene has no usable episode (e.g. no navigation target): no questions
+    except NoEpisode as exc:  # the scene has no usable episode (e.g. no navigation target): no questions
         close_env()
         raise SceneSkipped(str(exc)) from exc
     except BaseException:
