@@ -51,9 +51,9 @@ def main() -> int:
     )
     ap.add_argument(
         "--house-proprio",
-        default="motion",
+        default=None,
         choices=("motion", "none"),
-        help="house, bins recipe: the wheel-odometry proprio token (motion) or no proprio input (none)",
+        help="house: the wheel-odometry proprio token (motion) or none (default: the recipe's; bins: motion)",
     )
     ap.add_argument("--val-scenes", type=int, default=10)
     ap.add_argument("--test-scenes", type=int, default=20)

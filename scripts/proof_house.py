@@ -27,14 +27,15 @@ from proof_common import BIN, HOUSE_MEMORY, budget, checkpoints, only, run, summ
 ARMS = {"memory": ["policy=house_memory", f"data.memory={HOUSE_MEMORY}"], "no_memory": ["policy=house"]}
 NAVIGATOR = "{initial_turns: 0, replan_every: 1, switch_margin_m: 0.0}"  # decides on its map, every step
 RECIPES = {
-    "plain": {"record": ["agent=memory"], "teacher": [], "train": []},
+    "plain": {"record": ["agent=memory"], "teacher": [], "train": [], "proprio": "none"},
     "bins": {
         "record": ["agent=dagger", "agent.beta=1.0", "agent.execute_bins=256", f"+agent.teacher.navigator={NAVIGATOR}"],
         "teacher": ["agent.execute_bins=256", f"+agent.teacher.navigator={NAVIGATOR}"],
         "train": ["data.action_normalization=spec"],
+        "proprio": "motion",
     },
 }
-# what the bins recipe gives the policy as proprioception (--house-proprio): the base's last motion, or nothing
+# the policy's proprioception (a recipe's own, or --house-proprio): the base's last motion, or nothing
 PROPRIO = {"motion": ["policy.inputs.proprio=token", "policy.inputs.proprio_keys=[sensors/motion]"], "none": []}
 
 
@@ -67,7 +68,7 @@ def house(a) -> dict:
         "data.cameras=[ego]",  # as the first runs had it (the default follows the policy's cameras)
         "data.action_mask=[true,true,true,false]",
         *RECIPES[a.house_recipe]["train"],
-        *(PROPRIO[a.house_proprio] if a.house_recipe == "bins" else []),
+        *PROPRIO[a.house_proprio or RECIPES[a.house_recipe]["proprio"]],
     ]
     if a.stage in ("all", "train"):
         for arm, extra in arms.items():

@@ -73,14 +73,11 @@ def test_an_over_fitted_policy_replays_its_demonstration_in_closed_loop(tmp_path
     assert res["closed_loop_success"], {k: v for k, v in res.items() if k not in ("ee_deviation_m",)}
 
 
-HOUSE_MEMORY = (
-    "data.memory={inputs: [topdown, objects, text], map_level: easy, map_frame: ego_up, map_extent_m: 10.0, "
-    "map_size: [112, 112], max_objects: 8}"
-)
-
-
 def test_an_over_fitted_memory_policy_retraces_its_apartment_demonstration(tmp_path):
-    nav = "+agent.teacher.navigator={initial_turns: 0, replan_every: 1, switch_margin_m: 0.0}"
+    from proof_common import HOUSE_MEMORY  # the apartments proof's memory inputs and navigator (scripts/)
+    from proof_house import NAVIGATOR
+
+    nav = f"+agent.teacher.navigator={NAVIGATOR}"
     house = ["env=house", "env.stop_action=true", "env.split=train", "env.num_scenes=1", "eval.first_trial=1"]
     demo = _record(
         tmp_path, [*house, "eval.trials_per_task=1", "agent=dagger", "agent.beta=1.0", "agent.execute_bins=256", nav]
@@ -96,7 +93,7 @@ def test_an_over_fitted_memory_policy_retraces_its_apartment_demonstration(tmp_p
         "data.cameras=[ego]",
         "data.action_mask=[true,true,true,false]",
         "data.action_normalization=spec",
-        HOUSE_MEMORY,
+        f"data.memory={HOUSE_MEMORY}",
         "train.steps=1000",
         "train.batch_size=8",
         "train.loader_workers=0",

@@ -215,10 +215,6 @@ def close_env() -> None:
         env.close()
 
 
-class SceneSkipped(Exception):
-    """A scene the env cannot reset into an episode (as ``vla-gst generate``, the run goes on without it)."""
-
-
 def scene_items(opts: dict[str, Any], scene: dict[str, Any]) -> tuple[list[Item], int]:
     """One scene's questions (a worker's job with backend=ray) and the number of views rendered. The
     env is kept for the next scene of the same task (LIBERO: other sampled placements)."""
@@ -229,9 +225,6 @@ def scene_items(opts: dict[str, Any], scene: dict[str, Any]) -> tuple[list[Item]
     env = _env_for(scene)
     try:
         obs, _ = env.reset(options={"trial": int(scene["trial"])})
-    except NoEpisode as exc:  # the scene has no usable episode (e.g. no navigation target): no questions
-        close_env()
-        raise SceneSkipped(str(exc)) from exc
     except BaseException:
         close_env()
         raise
@@ -262,7 +255,7 @@ def encode_scene(opts: dict[str, Any], scene: dict[str, Any]) -> dict[str, Any]:
     t0 = time.time()
     try:
         items, views = scene_items(opts, scene)
-    except SceneSkipped as exc:
+    except NoEpisode as exc:  # the scene has no usable episode (e.g. no navigation target): no questions
         return {"rows": [], "files": {}, "views": 0, "seconds": round(time.time() - t0, 2), "skipped": str(exc)}
     slug = scene["name"].replace("/", "-")
     files: dict[str, bytes] = {}
