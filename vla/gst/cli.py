@@ -83,6 +83,7 @@ def _scene_questions(env_cfg, gen_cfg, split, name, task_id, stride, pool, media
     way however the scenes are spread or resumed."""
     import tempfile
 
+    from envs.base import NoEpisode
     from envs.registry import family, make_env
 
     from .generate import GenConfig, QuestionGenerator
@@ -93,7 +94,8 @@ def _scene_questions(env_cfg, gen_cfg, split, name, task_id, stride, pool, media
     try:
         try:
             env.reset(options={"trial": 0})
-        except RuntimeError as exc:  # a scene with no usable episode: no questions, the run goes on
+        except NoEpisode as exc:  # a scene with no usable episode: no questions, the run goes on
+            # (any other reset failure, e.g. a broken asset, still ends the run)
             return [], {}, {f"scene skipped: {exc}": 1}
         material = family(env_cfg["name"]).offline_material(env, name, stride=stride, seed=int(gen_cfg["seed"]))
         material.maps = pool[name]  # the same images the distractor pool holds
