@@ -19,19 +19,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from tests.conftest import VENV_BIN, cli_env
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-MEMORY = {
-    "inputs": ["topdown", "objects", "text"],
-    "map_level": "easy",
-    "map_frame": "ego_up",
-    "map_extent_m": 10.0,
-    "map_size": [112, 112],
-    "max_objects": 8,
-}  # the apartments proof's memory inputs (scripts/proof_house.py)
+from proof_common import HOUSE_MEMORY  # noqa: E402
+
+MEMORY = yaml.safe_load(HOUSE_MEMORY)  # the apartments proof's memory inputs, as cpu_proof.py passes them
 
 
 @pytest.fixture(scope="module")
