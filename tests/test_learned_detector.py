@@ -226,3 +226,14 @@ def test_training_a_few_steps_lowers_the_loss(frames):
     with torch.no_grad():
         after = float(loss_fn(net, x, y, w))
     assert after < 0.5 * before, (before, after)
+
+
+def test_render_skips_an_apartment_without_an_episode_and_goes_on(tmp_path, capsys):
+    """Train apartment 69 has no navigation target, so its env cannot reset into an episode: the render
+    names it and writes nothing for it instead of ending the run (apartment 70 after it is rendered)."""
+    from vla.detector.data import render
+
+    written = render(tmp_path, "train", 69, 2, stride=64, progress=False)
+    assert len(written) == 1 and written[0].exists() and not written[0].stem.endswith(".tmp")
+    assert len(list((tmp_path / "train").glob("*.npz"))) == 1
+    assert "skipped train apartment 69" in capsys.readouterr().err

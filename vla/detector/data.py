@@ -66,6 +66,7 @@ def apartment_frames(split: str, index: int, stride: int) -> tuple[int, list[Cam
 
 def render(out: str | Path, split: str, first: int, count: int, stride: int = 8, progress: bool = True) -> list[Path]:
     """Render apartments ``first .. first+count-1`` of ``split`` to ``out/split`` (see the module doc)."""
+    from envs.base import NoEpisode
     from envs.house.config import split_seeds
 
     cats = house_categories()
@@ -76,7 +77,11 @@ def render(out: str | Path, split: str, first: int, count: int, stride: int = 8,
     for k, seed in enumerate(tqdm(seeds, desc=f"render {split}", disable=not progress, file=sys.stderr)):
         path = root / f"{seed}.npz"
         if not path.exists():
-            got, frames = apartment_frames(split, first + k, stride)
+            try:
+                got, frames = apartment_frames(split, first + k, stride)
+            except NoEpisode as exc:  # no episode to reset into (e.g. no navigation target): no frames
+                print(f"skipped {split} apartment {first + k}: {exc}", file=sys.stderr)
+                continue
             assert got == seed, (got, seed)
             tmp = path.with_name(path.stem + ".tmp.npz")
             np.savez_compressed(tmp, **pack(frames, cats))
