@@ -40,7 +40,9 @@ class MemoryAgentOptions:
     and overrides, which inputs, the perception profile it is built for), plus ``navigator`` (fields of
     :class:`NavigatorConfig`, all of them by default) and ``driver`` (another agent that acts; the memory only
     answers). The navigator needs only the object table, so ``inputs`` defaults to ``["objects"]``
-    (the map image costs tens of milliseconds per step)."""
+    (the map image costs tens of milliseconds per step). ``answer_from``: ``"memory"`` (GST answers
+    from everything the memory fused) or ``"frame"``, the frame-only control (the current view alone,
+    the same perception and geometry: :mod:`vla.questions.single_frame`)."""
 
     navigator: dict[str, Any] = field(default_factory=lambda: asdict(NavigatorConfig()))
     driver: str | None = None
@@ -54,8 +56,11 @@ class MemoryAgentOptions:
     map_extent_m: float = 8.0
     max_objects: int = 32
     perception: str = "gt"
+    answer_from: str = "memory"
 
     def __post_init__(self) -> None:
+        if self.answer_from not in ("memory", "frame"):
+            raise ValueError(f"agent.answer_from must be 'memory' or 'frame', got {self.answer_from!r}")
         if self.driver == "memory":
             raise ValueError("agent.driver cannot be the memory agent itself")
         NavigatorConfig.from_dict(self.navigator)  # validate both configs now, not mid-run
@@ -71,9 +76,9 @@ class _Navigate:
 
     name = "navigator"
 
-    def __init__(self, navigator: MemoryNavigator, inputs: MemoryInputs) -> None:
+    def __init__(self, navigator: MemoryNavigator, inputs: MemoryInputs, frame_only: bool = False) -> None:
         self.navigator, self.inputs = navigator, inputs
-        self.answers = MemoryAnswers(inputs)
+        self.answers = MemoryAnswers(inputs, frame_only)
         self.mobile_base = True
         self._zero: np.ndarray | None = None
 
@@ -111,7 +116,10 @@ class MemoryAgent(WithMemory):
             from . import make_agent
 
             self.driver = make_agent({"name": self.options.driver}, seed=seed)
-        super().__init__(self.driver if self.driver is not None else _Navigate(self.navigator, inputs), inputs)
+        frame_only = self.options.answer_from == "frame"
+        acting = self.driver if self.driver is not None else _Navigate(self.navigator, inputs, frame_only)
+        super().__init__(acting, inputs)
+        self.memory_answers = MemoryAnswers(inputs, frame_only)
         self.name = "memory"
 
     @property

@@ -26,10 +26,11 @@ from .base import Seedable, is_privileged
 
 class MemoryAnswers:
     """``answers(question) -> str``: a GST answer from ``inputs``' memory (mid-episode: the live memory;
-    offline: the question's own stream, fused with the same settings)."""
+    offline: the question's own stream, fused with the same settings). ``frame_only``: the frame-only
+    control instead, a memory of the question's current view alone (:mod:`vla.questions.single_frame`)."""
 
-    def __init__(self, inputs: MemoryInputs) -> None:
-        self.inputs = inputs
+    def __init__(self, inputs: MemoryInputs, frame_only: bool = False) -> None:
+        self.inputs, self.frame_only = inputs, frame_only
         self._answerer = None  # built at the first question: the memory's scale depends on the env's spec
 
     def answerer(self) -> Any:
@@ -40,7 +41,12 @@ class MemoryAnswers:
             cfg = self.inputs.config
             tabletop = not self.inputs.mobile_base or cfg.memory == "tabletop"
             self._answerer = MemoryAnswerer(
-                AnswererConfig(tabletop=tabletop, perception=cfg.perception, overrides=cfg.memory_overrides)
+                AnswererConfig(
+                    tabletop=tabletop,
+                    perception=cfg.perception,
+                    overrides=cfg.memory_overrides,
+                    frame_only=self.frame_only,
+                )
             )
         return self._answerer
 

@@ -100,6 +100,7 @@ class AnswererConfig:
     perception: str = "gt"  # the sensors the media come from (memory settings: spatial_memory.profiles)
     overrides: dict | None = None  # MemoryConfig fields on top
     clip_views: int = 4  # offline Traj clips of their own odometry: frames localised to place the clip
+    frame_only: bool = False  # the frame-only control: answer from the current view alone (.single_frame)
 
 
 class MemoryAnswerer:
@@ -209,7 +210,7 @@ class MemoryAnswerer:
         try:
             return self.target(question, memory)
         except LookupError:
-            if memory.config.association == "instance":
+            if memory.config.association == "instance" and not self.cfg.frame_only:
                 raise
             b = memory.voxels.bounds_xy(memory.config.map.ceiling_z)
             if b is None:
@@ -297,6 +298,10 @@ class MemoryAnswerer:
 
     # ------------------------------------------------------------------ answers
     def answer(self, question: Question, live: SpatialMemory | None = None) -> str:
+        if self.cfg.frame_only:
+            from .single_frame import single_frame
+
+            question, live = single_frame(question), None
         code = question.subtask
         memory = self.memory_for(question, live)
         kind = SUBTASKS[code].answer_type

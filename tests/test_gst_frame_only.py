@@ -1,0 +1,59 @@
+"""The frame-only control (vla/questions/single_frame.py): the memory answerer, given one frame -- the current
+view, as the agent's sensors made it -- and nothing it saw before; on real generated apartments."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spatial_memory.profiles import PROFILES
+from vla.gst.sensors import sensors_for
+from vla.questions.answering import AnswererConfig, MemoryAnswerer
+from vla.questions.question import load_questions
+from vla.questions.single_frame import single_frame
+
+from .test_gst_generate import qdir  # noqa: F401  (the generated question set fixture)
+
+
+def test_a_question_with_a_current_view_keeps_that_view_alone(qdir):  # noqa: F811
+    q = next(q for q in load_questions(qdir) if q.subtask == "EDv")
+    qa = q.for_agent(sensors_for(PROFILES["realistic"], "house"))
+    noisy_stream, noisy_view = qa.get("stream"), qa.get("current_sensors")
+    one = single_frame(qa)
+    (frame,) = one.get("stream")
+    # the noisy view, not corrupted a second time, posed where the noisy stream ended
+    assert np.array_equal(frame.rgb, noisy_view.rgb) and np.array_equal(frame.depth, noisy_view.depth)
+    assert frame.labels == noisy_view.labels
+    assert np.array_equal(frame.T_world_cam, noisy_stream[-1].T_world_cam)
+    assert np.array_equal(one.current_pose, frame.T_world_cam)
+    assert one.get("boxes") == {} and qa.get("boxes")  # the marks in earlier frames are gone
+    assert not np.array_equal(noisy_stream[-1].rgb, frame.rgb)  # the view is not the video's last frame
+    assert one.held_in_memory("stream") is False  # answered as offline, never from a live memory
+
+
+def test_a_question_without_a_current_view_keeps_the_last_frame_and_its_map(qdir):  # noqa: F811
+    q = next(q for q in load_questions(qdir) if q.subtask == "GPs")
+    qa = q.for_agent()
+    one = single_frame(qa)
+    (frame,) = one.get("stream")
+    assert frame is qa.get("stream")[-1]
+    assert one.current_pose is None
+    assert np.array_equal(one.get("map"), qa.get("map"))
+
+
+@pytest.mark.parametrize("code", ["Pos", "GPv"])
+def test_the_control_answers_from_a_memory_of_one_frame(qdir, code):  # noqa: F811
+    q = next(q for q in load_questions(qdir) if q.subtask == code)
+    full, control = MemoryAnswerer(), MemoryAnswerer(AnswererConfig(frame_only=True))
+    assert full.answer(q.for_agent()).strip() and control.answer(q.for_agent()).strip()
+    assert control._memory.n_frames == 1
+    assert full._memory.n_frames == len(q.get("stream")) > 1
+
+
+def test_the_memory_agent_option_selects_the_control_and_refuses_other_values():
+    from vla.agents.memory import MemoryAgent
+
+    assert MemoryAgent(answer_from="frame").memory_answers.answerer().cfg.frame_only is True
+    assert MemoryAgent().memory_answers.answerer().cfg.frame_only is False
+    with pytest.raises(ValueError, match="answer_from"):
+        MemoryAgent(answer_from="video")
