@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import torch
@@ -54,7 +54,9 @@ class Arrays:
     y: torch.Tensor
 
 
-def to_arrays(apartments: list[dict], spec: DetectorSpec) -> Arrays:
+def to_arrays(apartments: Iterable[dict], spec: DetectorSpec) -> Arrays:
+    """The frames at the network's input size, one apartment at a time (an iterator of apartments never
+    holds more than one apartment's full-size frames in memory)."""
     xs, ys = [], []
     for d in apartments:
         for i in range(0, len(d["rgb"]), 64):
@@ -121,10 +123,10 @@ def train(cfg: TrainConfig) -> dict:
     torch.manual_seed(cfg.seed)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    train_ap = list(load_split(cfg.frames, "train"))
-    cats = tuple(str(c) for c in train_ap[0]["categories"])
+    first = next(load_split(cfg.frames, "train"))
+    cats = tuple(str(c) for c in first["categories"])
     val_ap = list(load_split(cfg.frames, "val", cats))
-    H, W = train_ap[0]["rgb"].shape[1:3]
+    H, W = first["rgb"].shape[1:3]
     spec = DetectorSpec(
         categories=cats,
         frame_size=(int(H), int(W)),
@@ -132,7 +134,8 @@ def train(cfg: TrainConfig) -> dict:
         widths=tuple(cfg.widths),
         use_depth=cfg.use_depth,
     )
-    data = to_arrays(train_ap, spec)
+    del first
+    data = to_arrays(load_split(cfg.frames, "train", cats), spec)  # streamed: one full-size apartment at a time
     weights = class_weights(data.y, spec.num_classes)
     net = SegNet(spec)
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
