@@ -24,8 +24,8 @@ VOTE_MAX = 1 << 10
 _HASH_MUL = -7046029254386353131  # 0x9E3779B97F4A7C15 (Fibonacci hashing) as a signed int64
 BLOCK_SHIFT = 2
 BLOCK = 1 << BLOCK_SHIFT  # voxels are indexed in blocks of 4x4x4: hash the block, then a dense table
-_BLOCK_CACHE_BITS = 9
-_BLOCK_CACHE = 1 << _BLOCK_CACHE_BITS  # recently used blocks, per voxel pass
+BLOCK_CACHE_BITS = 12
+BLOCK_CACHE = 1 << BLOCK_CACHE_BITS  # recently used blocks (kept by the map between frames)
 TILE = 16  # carving: the image's farthest depth per TILE x TILE pixels bounds what a block may be seen through
 
 
@@ -209,6 +209,8 @@ def integrate_frame(
     n_blk,
     blk_vox,
     blk_ijk,
+    cache_key,
+    cache_blk,
     n_vox,
     vox_ijk,
     vox_f,
@@ -224,7 +226,10 @@ def integrate_frame(
     Consecutive valid pixels in the same voxel with the same object index are summed first and fused
     as one run (:func:`_fuse_run`).
 
-    ``vox_f[v] = (r, g, b, colour weight)``, ``vox_i[v] = (hits, label, vote)``. Stops early, returning
+    Blocks are found through ``cache_key``/``cache_blk`` (:data:`BLOCK_CACHE` recently used blocks,
+    direct-mapped by key, kept by the caller between frames: consecutive frames see mostly the same
+    blocks, and a probe of the hash table, large and visited anywhere, costs a cache miss) before the
+    hash table. ``vox_f[v] = (r, g, b, colour weight)``, ``vox_i[v] = (hits, label, vote)``. Stops early, returning
     the flat index of the first pixel not fused, when the voxel or block arrays are full or the block
     table would pass half full; the caller grows them and calls again. Returns ``H * W`` when done.
     The points are computed here, not read from an array: the pass is bound by its voxel accesses,
@@ -242,10 +247,6 @@ def integrate_frame(
     cap_vox = vox_ijk.shape[0]
     cap_blk = blk_vox.shape[0]
     cap_table = table.shape[0]
-    # the blocks of the last few image rows, direct-mapped by key: neighbouring rows revisit them, and the
-    # hash table (large, visited anywhere) costs a cache miss per probe
-    cache_key = np.full(_BLOCK_CACHE, np.int64(-2))
-    cache_blk = np.zeros(_BLOCK_CACHE, dtype=np.int64)
     last_vkey = np.int64(-2)
     last_bkey = np.int64(-2)
     b = 0
@@ -287,7 +288,7 @@ def integrate_frame(
                 if bkey != last_bkey:
                     if n_blk[0] >= cap_blk or 2 * (n_blk[0] + 1) > cap_table:
                         return v * W + u
-                    cs = _home_slot(bkey, _BLOCK_CACHE_BITS)
+                    cs = _home_slot(bkey, BLOCK_CACHE_BITS)
                     if cache_key[cs] == bkey:
                         b = cache_blk[cs]
                     else:
@@ -369,9 +370,7 @@ def _tile_max_depth(depth):
 
 
 @njit(cache=True)
-def carve_voxels(
-    blk_ijk, blk_vox, n_blk, vox_ijk, vox_i, voxel, T_cam_world, fx, fy, cx, cy, depth, margin_abs, margin_rel
-):
+def carve_voxels(blk_ijk, blk_vox, n_blk, vox_i, voxel, T_cam_world, fx, fy, cx, cy, depth, margin_abs, margin_rel):
     """Free-space evidence: every occupied voxel whose centre the depth image sees through (the
     measured depth at its pixel lies beyond it by more than ``margin_abs + margin_rel * z``) loses
     half its hits plus one (at <= 0 it no longer counts as occupied; a new hit revives it).
@@ -415,23 +414,25 @@ def carve_voxels(
                         hit = True
             if not hit:
                 continue
+        # a voxel's index from its block and place in it (its record, anywhere in memory, is read only
+        # for the few voxels the depth sees through)
+        bi, bj, bk = blk_ijk[b, 0] * BLOCK, blk_ijk[b, 1] * BLOCK, blk_ijk[b, 2] * BLOCK
         for loc in range(BLOCK * BLOCK * BLOCK):
             vx = blk_vox[b, loc]
             if vx < 0:
                 continue
-            h = vox_i[vx, 0]
-            if h <= 0:
-                continue
-            x = (vox_ijk[vx, 0] + 0.5) * voxel
-            y = (vox_ijk[vx, 1] + 0.5) * voxel
-            z = (vox_ijk[vx, 2] + 0.5) * voxel
+            x = (bi + loc // (BLOCK * BLOCK) + 0.5) * voxel
+            y = (bj + (loc // BLOCK) % BLOCK + 0.5) * voxel
+            z = (bk + loc % BLOCK + 0.5) * voxel
             pu, pv, pz = _to_pixel(x, y, z, T_cam_world, fx, fy, cx, cy)
             d = _measured(depth, pu, pv)
             if d > 0.0 and d > pz + margin_abs + margin_rel * pz:  # free space where the voxel was
-                h = h // 2 - 1
-                vox_i[vx, 0] = h
-                if h <= 0:
-                    freed += 1
+                h = vox_i[vx, 0]
+                if h > 0:
+                    h = h // 2 - 1
+                    vox_i[vx, 0] = h
+                    if h <= 0:
+                        freed += 1
     return freed
 
 

@@ -52,6 +52,7 @@ class VoxelMap:
         self._blk_ijk = np.zeros((1024, 3), dtype=np.int32)
         self._bits = 11
         self._table = np.full((1 << self._bits, 2), kern.EMPTY, dtype=np.int64)
+        self._forget_blocks()
 
     # ------------------------------------------------------------------------------------ sizes
     def __len__(self) -> int:
@@ -84,8 +85,14 @@ class VoxelMap:
             self._table = np.full((1 << self._bits, 2), kern.EMPTY, dtype=np.int64)
             kern.rehash_blocks(self._table, self._bits, self._blk_ijk, nb)
 
+    def _forget_blocks(self) -> None:
+        """Empty the cache of recently used blocks (block key -> block index), for a rebuilt block index."""
+        self._cache_key = np.full(kern.BLOCK_CACHE, -2, dtype=np.int64)
+        self._cache_blk = np.zeros(kern.BLOCK_CACHE, dtype=np.int64)
+
     def _reindex(self, bits: int) -> None:
         """Rebuild the block index from the voxels (block order is the order voxels first appear)."""
+        self._forget_blocks()
         self._bits = bits
         self._table = np.full((1 << bits, 2), kern.EMPTY, dtype=np.int64)
         self._n_blk[0] = 0
@@ -135,6 +142,8 @@ class VoxelMap:
                 self._n_blk,
                 self._blk_vox,
                 self._blk_ijk,
+                self._cache_key,
+                self._cache_blk,
                 self._n,
                 self._ijk,
                 self._f,
@@ -153,7 +162,6 @@ class VoxelMap:
                 self._blk_ijk,
                 self._blk_vox,
                 self.n_blocks,
-                self._ijk,
                 self._i,
                 self.voxel_size,
                 T_cam_world,
@@ -247,6 +255,7 @@ class VoxelMap:
         vm._blk_vox = self._blk_vox[: max(nb, 1)].copy()
         vm._blk_ijk = self._blk_ijk[: max(nb, 1)].copy()
         vm._table = self._table.copy()
+        vm._cache_key, vm._cache_blk = self._cache_key.copy(), self._cache_blk.copy()
         return vm
 
     def state(self) -> dict[str, np.ndarray]:
