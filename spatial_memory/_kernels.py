@@ -24,8 +24,8 @@ VOTE_MAX = 1 << 10
 _HASH_MUL = -7046029254386353131  # 0x9E3779B97F4A7C15 (Fibonacci hashing) as a signed int64
 BLOCK_SHIFT = 2
 BLOCK = 1 << BLOCK_SHIFT  # voxels are indexed in blocks of 4x4x4: hash the block, then a dense table
-_BLOCK_CACHE_BITS = 9
-_BLOCK_CACHE = 1 << _BLOCK_CACHE_BITS  # recently used blocks, per voxel pass
+BLOCK_CACHE_BITS = 12
+BLOCK_CACHE = 1 << BLOCK_CACHE_BITS  # recently used blocks (kept by the map between frames)
 TILE = 16  # carving: the image's farthest depth per TILE x TILE pixels bounds what a block may be seen through
 
 
@@ -97,6 +97,20 @@ def index_voxels(table, bits, n_blk, blk_vox, blk_ijk, vox_ijk, start, n):
 
 
 @njit(cache=True)
+def rehash_blocks(table, bits, blk_ijk, n_blk):
+    """Enter blocks ``0..n_blk-1`` (by their ``blk_ijk``) into an empty hash table ``table`` of
+    ``2**bits`` slots: a larger table for the same blocks, in the same order."""
+    mask = (1 << bits) - 1
+    for b in range(n_blk):
+        key = _pack(np.int64(blk_ijk[b, 0]), np.int64(blk_ijk[b, 1]), np.int64(blk_ijk[b, 2]))
+        s = _home_slot(key, bits)
+        while table[s, 0] != EMPTY:
+            s = (s + 1) & mask
+        table[s, 0] = key
+        table[s, 1] = b
+
+
+@njit(cache=True)
 def lookup_voxels(table, bits, blk_vox, ijk):
     """Voxel index of each row of Mx3 ``ijk`` (-1 where the voxel is not in the map)."""
     out = np.full(ijk.shape[0], -1, dtype=np.int64)
@@ -111,25 +125,31 @@ def lookup_voxels(table, bits, blk_vox, ijk):
 
 
 @njit(cache=True)
-def backproject_world(
+def backproject_labelled(
     depth, instance, slot_of_id, T_world_cam, fx, fy, cx, cy, min_depth, max_depth, stride, pts, pix, slot
 ):
-    """World points of the valid pixels of a z-depth image (every ``stride``-th row and column).
+    """World points of the valid pixels of a z-depth image (every ``stride``-th row and column) that
+    belong to an instance slot: what the object passes read (the voxel pass reads the image itself,
+    :func:`integrate_frame`).
 
-    Writes ``pts[n] = T_world_cam (z (u - cx)/fx, z (v - cy)/fy, z)``, ``pix[n] = v W + u`` and
-    ``slot[n] = slot_of_id[instance[v, u]]`` (-1 for ids outside the table or no instance image);
-    returns n. Valid: finite, ``min_depth <= z <= max_depth``.
+    Writes ``pts[n] = T_world_cam (z (u - cx)/fx, z (v - cy)/fy, z)`` (the same arithmetic as
+    :func:`integrate_frame`), ``pix[n] = v W + u`` and ``slot[n] = slot_of_id[instance[v, u]] >= 0``, in
+    raster order; returns n. Valid: finite, ``min_depth <= z <= max_depth``.
     """
     H, W = depth.shape
-    have_inst = instance.shape[0] == H
     n_ids = slot_of_id.shape[0]
     r00, r01, r02, t0 = T_world_cam[0, 0], T_world_cam[0, 1], T_world_cam[0, 2], T_world_cam[0, 3]
     r10, r11, r12, t1 = T_world_cam[1, 0], T_world_cam[1, 1], T_world_cam[1, 2], T_world_cam[1, 3]
     r20, r21, r22, t2 = T_world_cam[2, 0], T_world_cam[2, 1], T_world_cam[2, 2], T_world_cam[2, 3]
     n = 0
+    if instance.shape[0] != H:
+        return n
     for v in range(0, H, stride):
         yr = (v - cy) / fy
         for u in range(0, W, stride):
+            iid = instance[v, u]
+            if iid < 0 or iid >= n_ids or slot_of_id[iid] < 0:
+                continue
             z = np.float64(depth[v, u])
             if not (z >= min_depth and z <= max_depth):  # also rejects NaN
                 continue
@@ -139,12 +159,7 @@ def backproject_world(
             pts[n, 1] = r10 * x + r11 * y + r12 * z + t1
             pts[n, 2] = r20 * x + r21 * y + r22 * z + t2
             pix[n] = v * W + u
-            s = -1
-            if have_inst:
-                iid = instance[v, u]
-                if iid >= 0 and iid < n_ids:
-                    s = slot_of_id[iid]
-            slot[n] = s
+            slot[n] = slot_of_id[iid]
             n += 1
     return n
 
@@ -173,114 +188,150 @@ def _fuse_run(idx, k, sr, sg, sb, lab, vox_f, vox_i, w_max):
 
 
 @njit(cache=True)
-def integrate_points(
+def integrate_frame(
     start,
-    pts,
-    pix,
-    slot,
+    depth,
+    rgb,
+    instance,
+    slot_of_id,
     obj_of_slot,
-    rgb_flat,
+    T_world_cam,
+    fx,
+    fy,
+    cx,
+    cy,
+    min_depth,
+    max_depth,
+    stride,
     inv_voxel,
     table,
     bits,
     n_blk,
     blk_vox,
     blk_ijk,
+    cache_key,
+    cache_blk,
     n_vox,
     vox_ijk,
     vox_f,
     vox_i,
     w_max,
 ):
-    """Fuse points ``start..`` into the voxels: colour running mean (weight capped at ``w_max``),
-    hit count, and a weighted majority vote (Boyer-Moore) of the object index per voxel (-1 = not
-    an object). Consecutive points in the same voxel with the same label (most neighbouring pixels)
-    are summed first and fused as one run.
+    """Fuse a frame's valid pixels (every ``stride``-th row and column, raster order, from flat pixel
+    index ``start`` on) into the voxels. A pixel's world point is ``T_world_cam (z (u - cx)/fx,
+    z (v - cy)/fy, z)`` rounded to float32 (valid: ``min_depth <= z <= max_depth``, finite), its voxel
+    ``floor(p / voxel)``, its object index ``obj_of_slot[slot_of_id[instance[v, u]]]`` (-1 = none: no
+    slot, or no instance image). Per voxel: colour running mean (weight capped at ``w_max``), hit
+    count, and a weighted majority vote (Boyer-Moore) of the object index (-1 = not an object).
+    Consecutive valid pixels in the same voxel with the same object index are summed first and fused
+    as one run (:func:`_fuse_run`).
 
-    ``vox_f[v] = (r, g, b, colour weight)``, ``vox_i[v] = (hits, label, vote)``. Stops early, returning
-    the index of the first point not fused, when the voxel or block arrays are full or the block
-    table would pass half full; the caller grows them and calls again. Returns ``len(pts)`` when done.
+    Blocks are found through ``cache_key``/``cache_blk`` (:data:`BLOCK_CACHE` recently used blocks,
+    direct-mapped by key, kept by the caller between frames: consecutive frames see mostly the same
+    blocks, and a probe of the hash table, large and visited anywhere, costs a cache miss) before the
+    hash table. ``vox_f[v] = (r, g, b, colour weight)``, ``vox_i[v] = (hits, label, vote)``. Stops early, returning
+    the flat index of the first pixel not fused, when the voxel or block arrays are full or the block
+    table would pass half full; the caller grows them and calls again. Returns ``H * W`` when done.
+    The points are computed here, not read from an array: the pass is bound by its voxel accesses,
+    and the arithmetic runs in their shadow.
     """
+    H, W = depth.shape
+    have_inst = instance.shape[0] == H
+    n_ids = slot_of_id.shape[0]
+    r00, r01, r02, t0 = T_world_cam[0, 0], T_world_cam[0, 1], T_world_cam[0, 2], T_world_cam[0, 3]
+    r10, r11, r12, t1 = T_world_cam[1, 0], T_world_cam[1, 1], T_world_cam[1, 2], T_world_cam[1, 3]
+    r20, r21, r22, t2 = T_world_cam[2, 0], T_world_cam[2, 1], T_world_cam[2, 2], T_world_cam[2, 3]
+    xr = np.empty(W)
+    for u in range(W):
+        xr[u] = (u - cx) / fx
     cap_vox = vox_ijk.shape[0]
     cap_blk = blk_vox.shape[0]
     cap_table = table.shape[0]
-    # the blocks of the last few image rows, direct-mapped by key: neighbouring rows revisit them, and the
-    # hash table (large, visited anywhere) costs a cache miss per probe
-    cache_key = np.full(_BLOCK_CACHE, np.int64(-2))
-    cache_blk = np.zeros(_BLOCK_CACHE, dtype=np.int64)
     last_vkey = np.int64(-2)
     last_bkey = np.int64(-2)
     b = 0
     idx = -1
     k = 0
     sr, sg, sb = 0.0, 0.0, 0.0
-    run_lab = -1
-    for m in range(start, pts.shape[0]):
-        i = np.int64(np.floor(pts[m, 0] * inv_voxel))
-        j = np.int64(np.floor(pts[m, 1] * inv_voxel))
-        kz = np.int64(np.floor(pts[m, 2] * inv_voxel))
-        vkey = _pack(i, j, kz)
-        lab = -1 if slot[m] < 0 else obj_of_slot[slot[m]]
-        p = pix[m]
-        if vkey == last_vkey and lab == run_lab:
-            k += 1
-            sr += rgb_flat[p, 0]
-            sg += rgb_flat[p, 1]
-            sb += rgb_flat[p, 2]
-            continue
-        if k > 0:
-            _fuse_run(idx, k, sr, sg, sb, run_lab, vox_f, vox_i, w_max)
-            k = 0
-        if vkey != last_vkey:
-            bkey = _block_key(i, j, kz)
-            if bkey != last_bkey:
-                if n_blk[0] >= cap_blk or 2 * (n_blk[0] + 1) > cap_table:
-                    return m
-                cs = _home_slot(bkey, _BLOCK_CACHE_BITS)
-                if cache_key[cs] == bkey:
-                    b = cache_blk[cs]
-                else:
-                    b = _find_block(
-                        table,
-                        bits,
-                        bkey,
-                        n_blk,
-                        blk_vox,
-                        blk_ijk,
-                        i >> BLOCK_SHIFT,
-                        j >> BLOCK_SHIFT,
-                        kz >> BLOCK_SHIFT,
-                        True,
-                    )
-                    cache_key[cs] = bkey
-                    cache_blk[cs] = b
-                last_bkey = bkey
-            loc = _local(i, j, kz)
-            idx = blk_vox[b, loc]
-            if idx < 0:
-                if n_vox[0] >= cap_vox:
-                    last_vkey = np.int64(-2)
-                    return m
-                idx = n_vox[0]
-                n_vox[0] = idx + 1
-                blk_vox[b, loc] = idx
-                vox_ijk[idx, 0] = i
-                vox_ijk[idx, 1] = j
-                vox_ijk[idx, 2] = kz
-                vox_f[idx, 0] = 0.0
-                vox_f[idx, 1] = 0.0
-                vox_f[idx, 2] = 0.0
-                vox_f[idx, 3] = 0.0
-                vox_i[idx, 0] = 0
-                vox_i[idx, 1] = -1
-                vox_i[idx, 2] = 0
-            last_vkey = vkey
-        k = 1
-        sr, sg, sb = np.float64(rgb_flat[p, 0]), np.float64(rgb_flat[p, 1]), np.float64(rgb_flat[p, 2])
-        run_lab = lab
+    run_lab = np.int64(-1)
+    v0 = start // W
+    for v in range(v0, H, stride):
+        yr = (v - cy) / fy
+        for u in range(start - v0 * W if v == v0 else 0, W, stride):
+            z = np.float64(depth[v, u])
+            if not (z >= min_depth and z <= max_depth):  # also rejects NaN
+                continue
+            x = xr[u] * z
+            y = yr * z
+            i = np.int64(np.floor(np.float64(np.float32(r00 * x + r01 * y + r02 * z + t0)) * inv_voxel))
+            j = np.int64(np.floor(np.float64(np.float32(r10 * x + r11 * y + r12 * z + t1)) * inv_voxel))
+            kz = np.int64(np.floor(np.float64(np.float32(r20 * x + r21 * y + r22 * z + t2)) * inv_voxel))
+            vkey = _pack(i, j, kz)
+            lab = np.int64(-1)
+            if have_inst:
+                iid = instance[v, u]
+                if iid >= 0 and iid < n_ids:
+                    s = slot_of_id[iid]
+                    if s >= 0:
+                        lab = np.int64(obj_of_slot[s])
+            if vkey == last_vkey and lab == run_lab:
+                k += 1
+                sr += rgb[v, u, 0]
+                sg += rgb[v, u, 1]
+                sb += rgb[v, u, 2]
+                continue
+            if k > 0:
+                _fuse_run(idx, k, sr, sg, sb, run_lab, vox_f, vox_i, w_max)
+                k = 0
+            if vkey != last_vkey:
+                bkey = _block_key(i, j, kz)
+                if bkey != last_bkey:
+                    if n_blk[0] >= cap_blk or 2 * (n_blk[0] + 1) > cap_table:
+                        return v * W + u
+                    cs = _home_slot(bkey, BLOCK_CACHE_BITS)
+                    if cache_key[cs] == bkey:
+                        b = cache_blk[cs]
+                    else:
+                        b = _find_block(
+                            table,
+                            bits,
+                            bkey,
+                            n_blk,
+                            blk_vox,
+                            blk_ijk,
+                            i >> BLOCK_SHIFT,
+                            j >> BLOCK_SHIFT,
+                            kz >> BLOCK_SHIFT,
+                            True,
+                        )
+                        cache_key[cs] = bkey
+                        cache_blk[cs] = b
+                    last_bkey = bkey
+                loc = _local(i, j, kz)
+                idx = blk_vox[b, loc]
+                if idx < 0:
+                    if n_vox[0] >= cap_vox:
+                        return v * W + u
+                    idx = n_vox[0]
+                    n_vox[0] = idx + 1
+                    blk_vox[b, loc] = idx
+                    vox_ijk[idx, 0] = i
+                    vox_ijk[idx, 1] = j
+                    vox_ijk[idx, 2] = kz
+                    vox_f[idx, 0] = 0.0
+                    vox_f[idx, 1] = 0.0
+                    vox_f[idx, 2] = 0.0
+                    vox_f[idx, 3] = 0.0
+                    vox_i[idx, 0] = 0
+                    vox_i[idx, 1] = -1
+                    vox_i[idx, 2] = 0
+                last_vkey = vkey
+            k = 1
+            sr, sg, sb = np.float64(rgb[v, u, 0]), np.float64(rgb[v, u, 1]), np.float64(rgb[v, u, 2])
+            run_lab = lab
     if k > 0:
         _fuse_run(idx, k, sr, sg, sb, run_lab, vox_f, vox_i, w_max)
-    return pts.shape[0]
+    return H * W
 
 
 @njit(cache=True, inline="always")
@@ -319,9 +370,7 @@ def _tile_max_depth(depth):
 
 
 @njit(cache=True)
-def carve_voxels(
-    blk_ijk, blk_vox, n_blk, vox_ijk, vox_i, voxel, T_cam_world, fx, fy, cx, cy, depth, margin_abs, margin_rel
-):
+def carve_voxels(blk_ijk, blk_vox, n_blk, vox_i, voxel, T_cam_world, fx, fy, cx, cy, depth, margin_abs, margin_rel):
     """Free-space evidence: every occupied voxel whose centre the depth image sees through (the
     measured depth at its pixel lies beyond it by more than ``margin_abs + margin_rel * z``) loses
     half its hits plus one (at <= 0 it no longer counts as occupied; a new hit revives it).
@@ -365,23 +414,25 @@ def carve_voxels(
                         hit = True
             if not hit:
                 continue
+        # a voxel's index from its block and place in it (its record, anywhere in memory, is read only
+        # for the few voxels the depth sees through)
+        bi, bj, bk = blk_ijk[b, 0] * BLOCK, blk_ijk[b, 1] * BLOCK, blk_ijk[b, 2] * BLOCK
         for loc in range(BLOCK * BLOCK * BLOCK):
             vx = blk_vox[b, loc]
             if vx < 0:
                 continue
-            h = vox_i[vx, 0]
-            if h <= 0:
-                continue
-            x = (vox_ijk[vx, 0] + 0.5) * voxel
-            y = (vox_ijk[vx, 1] + 0.5) * voxel
-            z = (vox_ijk[vx, 2] + 0.5) * voxel
+            x = (bi + loc // (BLOCK * BLOCK) + 0.5) * voxel
+            y = (bj + (loc // BLOCK) % BLOCK + 0.5) * voxel
+            z = (bk + loc % BLOCK + 0.5) * voxel
             pu, pv, pz = _to_pixel(x, y, z, T_cam_world, fx, fy, cx, cy)
             d = _measured(depth, pu, pv)
             if d > 0.0 and d > pz + margin_abs + margin_rel * pz:  # free space where the voxel was
-                h = h // 2 - 1
-                vox_i[vx, 0] = h
-                if h <= 0:
-                    freed += 1
+                h = vox_i[vx, 0]
+                if h > 0:
+                    h = h // 2 - 1
+                    vox_i[vx, 0] = h
+                    if h <= 0:
+                        freed += 1
     return freed
 
 

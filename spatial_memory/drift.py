@@ -274,9 +274,41 @@ def _accumulate(xy, w, stats, origin, cell):
 
 
 @njit(cache=True)
-def _normal_equations(xy, w, centre, stats, origin, cell, min_weight, min_var, cauchy2, inflation, dx, dy, th):
-    """(A, b, robust cost, points matched) of the data term at the correction (dx, dy, th)."""
+def _cell_params(stats, origin, cell, min_weight, min_var):
+    """Per cell of both grids, its distribution as the data term reads it: (usable, mean x, mean y in
+    the world, inverse covariance xx, xy, yy). Usable: at least ``min_weight`` points, positive weight
+    and a determinant above 1e-12. Computed once per registration, not once per point and step."""
     G, H, W, _ = stats.shape
+    ok = np.zeros((G, H, W), dtype=np.bool_)
+    par = np.zeros((G, H, W, 5))
+    for g in range(G):
+        off = 0.5 * cell * g
+        for r in range(H):
+            for c in range(W):
+                n = stats[g, r, c, 0]
+                if stats[g, r, c, 6] < min_weight or n <= 0.0:
+                    continue
+                mx, my = stats[g, r, c, 1] / n, stats[g, r, c, 2] / n
+                sxx = stats[g, r, c, 3] / n - mx * mx + min_var
+                sxy = stats[g, r, c, 4] / n - mx * my
+                syy = stats[g, r, c, 5] / n - my * my + min_var
+                det = sxx * syy - sxy * sxy
+                if det <= 1e-12:
+                    continue
+                ok[g, r, c] = True
+                par[g, r, c, 0] = origin[0] + off + c * cell + mx
+                par[g, r, c, 1] = origin[1] + off + r * cell + my
+                par[g, r, c, 2] = syy / det
+                par[g, r, c, 3] = -sxy / det
+                par[g, r, c, 4] = sxx / det
+    return ok, par
+
+
+@njit(cache=True)
+def _normal_equations(xy, w, centre, ok, par, origin, cell, cauchy2, inflation, dx, dy, th):
+    """(A, b, robust cost, points matched) of the data term at the correction (dx, dy, th); the
+    cells' distributions from :func:`_cell_params`."""
+    G, H, W = ok.shape
     A = np.zeros((3, 3))
     b = np.zeros(3)
     cost = 0.0
@@ -293,20 +325,11 @@ def _normal_equations(xy, w, centre, stats, origin, cell, min_weight, min_var, c
             r, c = _cell_of(qx, qy, origin, cell, g)
             if r < 0 or r >= H or c < 0 or c >= W:
                 continue
-            n = stats[g, r, c, 0]
-            if stats[g, r, c, 6] < min_weight or n <= 0.0:
+            if not ok[g, r, c]:
                 continue
-            off = 0.5 * cell * g
-            mx, my = stats[g, r, c, 1] / n, stats[g, r, c, 2] / n
-            sxx = stats[g, r, c, 3] / n - mx * mx + min_var
-            sxy = stats[g, r, c, 4] / n - mx * my
-            syy = stats[g, r, c, 5] / n - my * my + min_var
-            det = sxx * syy - sxy * sxy
-            if det <= 1e-12:
-                continue
-            ixx, ixy, iyy = syy / det, -sxy / det, sxx / det
-            ex = qx - (origin[0] + off + c * cell + mx)
-            ey = qy - (origin[1] + off + r * cell + my)
+            ixx, ixy, iyy = par[g, r, c, 2], par[g, r, c, 3], par[g, r, c, 4]
+            ex = qx - par[g, r, c, 0]
+            ey = qy - par[g, r, c, 1]
             m2 = ex * (ixx * ex + ixy * ey) + ey * (ixy * ex + iyy * ey)
             if m2 < 9.0 and not hit:
                 inliers += 1
@@ -339,8 +362,9 @@ def _register(xy, w, centre, stats, origin, cell, min_weight, min_var, cauchy2, 
     A step is taken only when it lowers the cost. Returns (delta, points matched, data information,
     points within 3 sigma of their cell's distribution)."""
     x = np.zeros(3)
+    ok, par = _cell_params(stats, origin, cell, min_weight, min_var)
     A, b, cost, matched, inliers = _normal_equations(
-        xy, w, centre, stats, origin, cell, min_weight, min_var, cauchy2, inflation, 0.0, 0.0, 0.0
+        xy, w, centre, ok, par, origin, cell, cauchy2, inflation, 0.0, 0.0, 0.0
     )
     lam = 1e-3
     for it in range(iterations):
@@ -351,7 +375,7 @@ def _register(xy, w, centre, stats, origin, cell, min_weight, min_var, cauchy2, 
         step = np.linalg.solve(M, -g)
         y = x + step
         A2, b2, cost2, m2, in2 = _normal_equations(
-            xy, w, centre, stats, origin, cell, min_weight, min_var, cauchy2, inflation, y[0], y[1], y[2]
+            xy, w, centre, ok, par, origin, cell, cauchy2, inflation, y[0], y[1], y[2]
         )
         before = cost + 0.5 * (x @ (prior_info @ x))
         after = cost2 + 0.5 * (y @ (prior_info @ y))

@@ -2,13 +2,13 @@
 
 ``integrate(frame)`` does, per frame:
 
-1. back-project the valid depth pixels into the memory's world frame (:mod:`._kernels`);
+1. back-project the valid depth pixels of instance segments into the memory's world frame (:mod:`._kernels`);
 2. group the labelled pixels by instance and fuse each group into the object registry
    (:mod:`.objects`);
 3. carve: object sample points that the frame shows are gone (seen through, or visible but covered
    by something else in the masks) are dropped, so moved objects are followed; every
    ``carve_every`` frames the voxels the depth sees through lose evidence;
-4. fuse all points into the sparse voxel map (:mod:`.voxels`) with colour and object label;
+4. fuse all valid pixels' points into the sparse voxel map (:mod:`.voxels`) with colour and object label;
 5. append the camera pose to the trajectory.
 
 Queries use docs/ARCHITECTURE.md §4's conventions: egocentric direction 0 = straight ahead, left positive,
@@ -174,12 +174,24 @@ class SpatialMemory:
         self._n_frames += 1
         if cfg.carve_every and self._n_frames % cfg.carve_every == 0:
             self.voxels.carve(T_cam_world, frame.K, frame.depth, *cfg.carve_margin)
-        self.voxels.integrate(pts, pix, slot, obj_of_slot, frame.rgb.reshape(-1, 3))
+        self.voxels.integrate(
+            frame.depth,
+            frame.rgb,
+            frame.instance,
+            lut,
+            obj_of_slot,
+            frame.T_world_cam,
+            frame.K,
+            cfg.min_depth,
+            cfg.max_depth,
+            int(cfg.pixel_stride),
+        )
         if record_pose:
             self._append_pose(frame.T_world_cam, frame.step, T_odom)
 
     def _backproject(self, frame: CameraFrame, lut: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """World points of the valid pixels, their flat pixel index and instance slot (-1 = none)."""
+        """World points of the valid pixels that belong to an instance slot, their flat pixel index and
+        slot, raster order (what the object passes read; the voxel pass reads the frame itself)."""
         cfg, K = self.config, frame.K
         H, W = frame.depth.shape
         stride = int(cfg.pixel_stride)
@@ -188,7 +200,7 @@ class SpatialMemory:
         pix = np.empty(n_max, dtype=np.int64)
         slot = np.empty(n_max, dtype=np.int32)
         instance = frame.instance if frame.instance is not None else np.zeros((0, 0), dtype=np.int32)
-        n = kern.backproject_world(
+        n = kern.backproject_labelled(
             frame.depth,
             instance,
             lut,

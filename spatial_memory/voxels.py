@@ -25,6 +25,7 @@ _FIELDS = {
 }
 
 
+_NO_INSTANCE = np.zeros((0, 0), dtype=np.int32)
 _RECORD = 8  # float32 / int32 slots per voxel record: r, g, b, colour weight | hits, label, vote | padding
 
 
@@ -51,6 +52,7 @@ class VoxelMap:
         self._blk_ijk = np.zeros((1024, 3), dtype=np.int32)
         self._bits = 11
         self._table = np.full((1 << self._bits, 2), kern.EMPTY, dtype=np.int64)
+        self._forget_blocks()
 
     # ------------------------------------------------------------------------------------ sizes
     def __len__(self) -> int:
@@ -78,11 +80,19 @@ class VoxelMap:
             grown[:nb] = self._blk_vox[:nb]
             self._blk_vox = grown
             self._blk_ijk = _grown(self._blk_ijk, nb)
-        if 2 * (nb + 1) > len(self._table):
-            self._reindex(self._bits + 1)
+        if 2 * (nb + 1) > len(self._table):  # the same blocks in a table twice the size
+            self._bits += 1
+            self._table = np.full((1 << self._bits, 2), kern.EMPTY, dtype=np.int64)
+            kern.rehash_blocks(self._table, self._bits, self._blk_ijk, nb)
+
+    def _forget_blocks(self) -> None:
+        """Empty the cache of recently used blocks (block key -> block index), for a rebuilt block index."""
+        self._cache_key = np.full(kern.BLOCK_CACHE, -2, dtype=np.int64)
+        self._cache_blk = np.zeros(kern.BLOCK_CACHE, dtype=np.int64)
 
     def _reindex(self, bits: int) -> None:
         """Rebuild the block index from the voxels (block order is the order voxels first appear)."""
+        self._forget_blocks()
         self._bits = bits
         self._table = np.full((1 << bits, 2), kern.EMPTY, dtype=np.int64)
         self._n_blk[0] = 0
@@ -91,32 +101,56 @@ class VoxelMap:
 
     # ------------------------------------------------------------------------------------ fusion
     def integrate(
-        self, pts_world: np.ndarray, pix: np.ndarray, slot: np.ndarray, obj_of_slot: np.ndarray, rgb_flat: np.ndarray
+        self,
+        depth: np.ndarray,
+        rgb: np.ndarray,
+        instance: np.ndarray | None,
+        slot_of_id: np.ndarray,
+        obj_of_slot: np.ndarray,
+        T_world_cam: np.ndarray,
+        K: np.ndarray,
+        min_depth: float,
+        max_depth: float,
+        stride: int = 1,
     ) -> None:
-        """Fuse N world points; point m has colour ``rgb_flat[pix[m]]`` and object index
-        ``obj_of_slot[slot[m]]`` (-1 where ``slot[m] < 0``)."""
-        done = 0
-        while done < len(pts_world):
-            done = kern.integrate_points(
+        """Fuse a frame: the world point of every valid pixel (``min_depth <= z <= max_depth``, every
+        ``stride``-th row and column, raster order) with the pixel's colour and object index
+        ``obj_of_slot[slot_of_id[instance[v, u]]]`` (-1 where there is none or no ``instance``). Runs of
+        neighbouring pixels in one voxel with one object index are summed first and fused as one
+        (:func:`._kernels.integrate_frame`)."""
+        inst = instance if instance is not None else _NO_INSTANCE
+        done, n_pix = 0, depth.size
+        while done < n_pix:
+            done = kern.integrate_frame(
                 done,
-                pts_world,
-                pix,
-                slot,
+                depth,
+                rgb,
+                inst,
+                slot_of_id,
                 obj_of_slot,
-                rgb_flat,
+                T_world_cam,
+                K[0, 0],
+                K[1, 1],
+                K[0, 2],
+                K[1, 2],
+                min_depth,
+                max_depth,
+                int(stride),
                 1.0 / self.voxel_size,
                 self._table,
                 self._bits,
                 self._n_blk,
                 self._blk_vox,
                 self._blk_ijk,
+                self._cache_key,
+                self._cache_blk,
                 self._n,
                 self._ijk,
                 self._f,
                 self._i,
                 self.colour_weight_max,
             )
-            if done < len(pts_world):
+            if done < n_pix:
                 self._grow()
 
     def carve(
@@ -128,7 +162,6 @@ class VoxelMap:
                 self._blk_ijk,
                 self._blk_vox,
                 self.n_blocks,
-                self._ijk,
                 self._i,
                 self.voxel_size,
                 T_cam_world,
@@ -222,6 +255,7 @@ class VoxelMap:
         vm._blk_vox = self._blk_vox[: max(nb, 1)].copy()
         vm._blk_ijk = self._blk_ijk[: max(nb, 1)].copy()
         vm._table = self._table.copy()
+        vm._cache_key, vm._cache_blk = self._cache_key.copy(), self._cache_blk.copy()
         return vm
 
     def state(self) -> dict[str, np.ndarray]:
