@@ -66,6 +66,7 @@ class InsertPlace(PickPlace):
 
     def __init__(self, view: SimView, obj: str, target: str, relation: str, cover, placement=None) -> None:
         self.u_out, self.edge = cover
+        self._cover_found = cover
         super().__init__(view, obj, target, relation, placement)
         # the opening's plane, as a coordinate along the way out
         self.s_open = float(self.placement.anchor_xy() @ self.u_out) + self.edge
@@ -99,6 +100,8 @@ class InsertPlace(PickPlace):
         if self.R_home is None:
             self.R_home = self.view.grip()[1].copy()
         super()._plan()
+        if self.lay_dir is not None:
+            return  # laid down: the hand stays outside the opening, behind the object
         self._choose_release_point()
         super()._plan()
 
@@ -144,10 +147,15 @@ class InsertPlace(PickPlace):
                 worst = min(worst, dist if g >= 0 else OUTSIDE)
         return float(worst)
 
+    def _cover(self):
+        return self._cover_found
+
     def _carry_turn(self) -> float:
         return 0.0  # the grasp was chosen to fit the release pose as it is
 
     def _release_check(self):
+        if self.lay_dir is not None:
+            return None
         T = self.placement.xy()
         obj = self._obj_pos()
         pts, zb, _ = self._extent()
@@ -166,7 +174,7 @@ class InsertPlace(PickPlace):
             # at the staging point: down to just above the container's floor
             if not self._holding():
                 return self._regrasp()
-            Rg = self.grasp.rotation()
+            Rg = self.R_carry  # the grasp's orientation, or the object laid down
             err = self.stage_xy() - self._obj_pos()[:2]
             _, zb, _ = self._extent()
             togo = zb - (self.release_bottom + 0.006)
@@ -178,7 +186,7 @@ class InsertPlace(PickPlace):
             # slide in horizontally at that height
             if not self._holding():
                 return self._regrasp()
-            Rg = self.grasp.rotation()
+            Rg = self.R_carry
             err = self.placement.xy() - self._obj_pos()[:2]
             _, zb, _ = self._extent()
             target = np.array([pos[0] + err[0], pos[1] + err[1], pos[2] - (zb - self.release_bottom - 0.004)])
