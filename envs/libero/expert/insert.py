@@ -14,6 +14,7 @@ import numpy as np
 
 from .control import move, rot_error, rotation_action
 from .grasp import clearance
+from .lay import LAY_STAGE_GAP
 from .pick_place import PickPlace
 from .placement import Placement
 from .sim import SimView
@@ -89,7 +90,8 @@ class InsertPlace(PickPlace):
         return float(np.max((c - pts[:, :2]) @ self.u_out))
 
     def stage_xy(self) -> np.ndarray:
-        return self.placement.xy() + (self.edge + self._radius() + STAGE_GAP) * self.u_out
+        gap = STAGE_GAP if self.lay_dir is None else LAY_STAGE_GAP
+        return self.placement.xy() + (self.edge + self._radius() + gap) * self.u_out
 
     def carry_xy(self) -> np.ndarray:
         return self.placement.xy() if self.phase in ("insert", "release") else self.stage_xy()

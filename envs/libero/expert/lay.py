@@ -22,7 +22,9 @@ from .sim import SimView
 TALL = 1.0  # an object this many times taller than its widest horizontal extent is laid down
 ROOF_SPARE = 0.03  # m: standing, the object's top must clear the roof by this (the hand is above it)
 RIM_SPARE = 0.01  # m: standing, the object's origin must be this far under an open region's top
-STAGE_GAP = 0.04  # m between the object and a roofed container's opening where it is lowered (insert.py)
+# m between a laid object's leading end and a roofed container's opening where it is lowered (the
+# object trails 10-15 cm behind it there, over what stands in front of the opening: keep it short)
+LAY_STAGE_GAP = 0.0
 LAY_ARM_RADIUS = 0.7  # m around the target: obstacles the forearm is checked against (it trails the object)
 LAY_TURNS = np.deg2rad([0.0, 20.0, -20.0, 40.0, -40.0, 60.0, -60.0])  # lay directions tried
 
@@ -71,7 +73,7 @@ def lay_direction(view: SimView, obj_body: int, obj_root: int, pts, placement, c
         grip = np.array([*(T - reach * d), grip_z])
         clear = forearm_clearance(obstacles, grip, R, lift=0.1)
         if cover is not None:  # and where it is lowered, in front of the opening
-            stage = grip + np.array([*((cover[1] + STAGE_GAP) * np.asarray(cover[0], float)), 0.0])
+            stage = grip + np.array([*((cover[1] + LAY_STAGE_GAP) * np.asarray(cover[0], float)), 0.0])
             clear = min(clear, forearm_clearance(obstacles, stage, R, lift=0.1))
         score = min(clear, 0.02) - 0.01 * abs(a) - reach_penalty(view.base_xy, grip[:2])
         if score > best_score:
