@@ -51,15 +51,18 @@ def lay_needed(view: SimView, obj_body: int, obj_root: int, pts, placement, rela
 
 def lay_direction(view: SimView, obj_body: int, obj_root: int, pts, placement, cover) -> np.ndarray:
     """Horizontal direction (unit xy) the laid object points along, away from the hand: into a
-    roofed container through its opening, else away from the robot's base, or turned from there by
+    roofed container through its opening, else across the way from the robot's base to the target
+    (outwards, to the target's side of the robot), or turned from there by
     up to 60 degrees where the forearm behind the level hand is clearer of the scene at the
     release (books stand behind the hand on the table)."""
     T = np.asarray(placement.xy(), float)
     if cover is not None:
         d0 = -np.asarray(cover[0], float)
     else:
-        d0 = T - view.base_xy
-        d0 = d0 / max(np.linalg.norm(d0), 1e-9)
+        # across the way from the base to the target, outwards (pointing away from the base, level,
+        # the hand stopped turning a third of the way: the wrist's range)
+        u = (T - view.base_xy) / max(np.linalg.norm(T - view.base_xy), 1e-9)
+        d0 = np.array([-u[1], u[0]]) * (1.0 if T[1] >= view.base_xy[1] else -1.0)
     zt = float(pts[:, 2].max())
     reach = max(zt - float(view.body_pos(obj_body)[2]) - 0.015, 0.0)  # grip to origin, laid
     bottom, _ = placement.release_level(obj_root)

@@ -32,6 +32,7 @@ TURN_GAIN = 0.01  # m a quarter turn must gain in how the footprint fits a regio
 TURN_CAP = 0.3  # rotation action cap while the hand turns during the carry
 TIGHT = 0.03  # m: a footprint closer than this to an In region's box is centred on it
 TURNED = 0.1  # rad from the carry orientation: the turn is done
+FINGER_SLACK = 0.02  # m off along the finger axis a stalled descent still closes (a body grasp's open fingers)
 EXTRACT_SPACING = 0.012  # m between the rays up from the footprint (an open drawer's handle bar is 1.5 cm)
 EXTRACT_HEADROOM = 0.25  # an object with something less than this above its top is slid out before lifting
 
@@ -283,7 +284,11 @@ class PickPlace(Skill):
             if togo < 0.006 or (self.t_phase > 4 and pos[2] - g.z < 0.004):
                 self.start_phase("close")
             elif self.progress.stalled(togo) or self.t_phase > 50:
-                if togo < 0.012:
+                # close there if near enough; along the finger axis the closing fingers centre the
+                # object (the arm stops short of a grasp close to its base, low over the table)
+                off = Rg.T @ (target - pos)
+                near = g.kind == "body" and abs(off[0]) < FINGER_SLACK and np.hypot(off[1], off[2]) < 0.01
+                if togo < 0.012 or near:
                     self.start_phase("close")
                 else:
                     self.planner.failed_sides.append(g.side)
