@@ -215,12 +215,42 @@ def test_frying_pan_is_taken_by_its_handle():
     assert np.all(np.abs(local) <= h + 0.005), (local, h)
 
 
+def test_tall_object_is_laid_down_only_where_it_does_not_fit_standing():
+    """Standing, the ketchup's origin is above the open top drawer's region (LIBERO's In tests the
+    origin): it is laid down, pointing across the way from the base. A book onto the shelf's top
+    (no roof, an On goal) is not."""
+    from envs.libero.expert.pick_place import PickPlace
+
+    found = {}
+    for name in (
+        "KITCHEN_SCENE5_put_the_ketchup_in_the_top_drawer_of_the_cabinet",
+        "STUDY_SCENE4_pick_up_the_book_on_the_left_and_place_it_on_top_of_the_shelf",
+    ):
+        env = _libero_90(name)
+        try:
+            env.reset(options={"trial": 0})
+            expert = env.expert()
+            expert.reset()
+            skill = next(g.skill for g in expert.goals if isinstance(g.skill, PickPlace))
+            skill._decide_lay()
+            found[name] = skill.lay_dir, expert.view.base_xy, skill.placement.xy()
+        finally:
+            env.close()
+    d, base, target = found["KITCHEN_SCENE5_put_the_ketchup_in_the_top_drawer_of_the_cabinet"]
+    assert d is not None
+    u = (target - base) / np.linalg.norm(target - base)
+    assert abs(float(d @ u)) < np.cos(np.deg2rad(25)), (d, u)  # not straight away from the base
+    assert found["STUDY_SCENE4_pick_up_the_book_on_the_left_and_place_it_on_top_of_the_shelf"][0] is None
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
     [
         "KITCHEN_SCENE9_put_the_frying_pan_under_the_cabinet_shelf",  # ~10 s: InsertPlace, staged by the pan's body
         "STUDY_SCENE2_pick_up_the_book_and_place_it_in_the_front_compartment_of_the_caddy",  # ~8 s: turned
+        "STUDY_SCENE4_pick_up_the_book_on_the_right_and_place_it_on_the_cabinet_shelf",  # ~3 s: laid, slid in
+        "KITCHEN_SCENE5_put_the_ketchup_in_the_top_drawer_of_the_cabinet",  # ~6 s: laid into the drawer
     ],
 )
 def test_expert_solves_libero_90_episode(name):

@@ -14,6 +14,7 @@ import numpy as np
 
 from .control import move, rot_error, rotation_action
 from .grasp import clearance
+from .lay import LAY_STAGE_GAP
 from .pick_place import PickPlace
 from .placement import Placement
 from .sim import SimView
@@ -66,6 +67,7 @@ class InsertPlace(PickPlace):
 
     def __init__(self, view: SimView, obj: str, target: str, relation: str, cover, placement=None) -> None:
         self.u_out, self.edge = cover
+        self._cover_found = cover
         super().__init__(view, obj, target, relation, placement)
         # the opening's plane, as a coordinate along the way out
         self.s_open = float(self.placement.anchor_xy() @ self.u_out) + self.edge
@@ -88,7 +90,8 @@ class InsertPlace(PickPlace):
         return float(np.max((c - pts[:, :2]) @ self.u_out))
 
     def stage_xy(self) -> np.ndarray:
-        return self.placement.xy() + (self.edge + self._radius() + STAGE_GAP) * self.u_out
+        gap = STAGE_GAP if self.lay_dir is None else LAY_STAGE_GAP
+        return self.placement.xy() + (self.edge + self._radius() + gap) * self.u_out
 
     def carry_xy(self) -> np.ndarray:
         return self.placement.xy() if self.phase in ("insert", "release") else self.stage_xy()
@@ -99,6 +102,8 @@ class InsertPlace(PickPlace):
         if self.R_home is None:
             self.R_home = self.view.grip()[1].copy()
         super()._plan()
+        if self.lay_dir is not None:
+            return  # laid down: the hand stays outside the opening, behind the object
         self._choose_release_point()
         super()._plan()
 
@@ -144,10 +149,15 @@ class InsertPlace(PickPlace):
                 worst = min(worst, dist if g >= 0 else OUTSIDE)
         return float(worst)
 
+    def _cover(self):
+        return self._cover_found
+
     def _carry_turn(self) -> float:
         return 0.0  # the grasp was chosen to fit the release pose as it is
 
     def _release_check(self):
+        if self.lay_dir is not None:
+            return None
         T = self.placement.xy()
         obj = self._obj_pos()
         pts, zb, _ = self._extent()
@@ -166,7 +176,7 @@ class InsertPlace(PickPlace):
             # at the staging point: down to just above the container's floor
             if not self._holding():
                 return self._regrasp()
-            Rg = self.grasp.rotation()
+            Rg = self.R_carry  # the grasp's orientation, or the object laid down
             err = self.stage_xy() - self._obj_pos()[:2]
             _, zb, _ = self._extent()
             togo = zb - (self.release_bottom + 0.006)
@@ -178,7 +188,7 @@ class InsertPlace(PickPlace):
             # slide in horizontally at that height
             if not self._holding():
                 return self._regrasp()
-            Rg = self.grasp.rotation()
+            Rg = self.R_carry
             err = self.placement.xy() - self._obj_pos()[:2]
             _, zb, _ = self._extent()
             target = np.array([pos[0] + err[0], pos[1] + err[1], pos[2] - (zb - self.release_bottom - 0.004)])

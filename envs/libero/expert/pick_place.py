@@ -18,6 +18,7 @@ from scipy.spatial import ConvexHull
 from .control import Progress, move, preshape, rot_error, via_travel
 from .geometry import FINGER_BELOW, HAND_HALF_LENGTH
 from .grasp import GraspPlanner
+from .lay import lay_direction, lay_needed, laid, turned_for_lay
 from .placement import Placement
 from .sim import SimView
 from .skill import Skill
@@ -31,6 +32,7 @@ TURN_GAIN = 0.01  # m a quarter turn must gain in how the footprint fits a regio
 TURN_CAP = 0.3  # rotation action cap while the hand turns during the carry
 TIGHT = 0.03  # m: a footprint closer than this to an In region's box is centred on it
 TURNED = 0.1  # rad from the carry orientation: the turn is done
+FINGER_SLACK = 0.02  # m off along the finger axis a stalled descent still closes (a body grasp's open fingers)
 EXTRACT_SPACING = 0.012  # m between the rays up from the footprint (an open drawer's handle bar is 1.5 cm)
 EXTRACT_HEADROOM = 0.25  # an object with something less than this above its top is slid out before lifting
 
@@ -49,6 +51,9 @@ class PickPlace(Skill):
         self.obj_root, self.obj_geoms = self.planner.root, self.planner.geoms
         self.regrasps = 0
         self.centre_foot = False
+        self.lay_dir = None  # laid down while carried: the direction it then points along (xy)
+        self._lay_decided = False
+        self.lay_stage = None  # "turn", then "pitch", while a laid object is carried
         self.start_phase("plan")
 
     def describe(self) -> str:
@@ -73,9 +78,11 @@ class PickPlace(Skill):
 
     def _holding(self) -> bool:
         """The object still moves with the hand and a finger touches it (one step without contact
-        is forgiven: contacts flicker while the object settles in the fingers)."""
-        pos, _ = self.view.grip()
-        dev = np.linalg.norm((self._obj_pos() - pos) - self.hold_offset)
+        is forgiven: contacts flicker while the object settles in the fingers). An object being laid
+        down turns with the hand: its offset is then kept in the hand's frame."""
+        pos, R = self.view.grip()
+        offset = R @ self.hold_local if self.lay_stage else self.hold_offset
+        dev = np.linalg.norm((self._obj_pos() - pos) - offset)
         touching = len(self.view.finger_contacts(self.obj_geoms)) >= 1
         lost_contact = not touching and self._no_contact
         self._no_contact = not touching
@@ -90,6 +97,20 @@ class PickPlace(Skill):
         """(offset to the release pose, obstacles there) for grasps that must fit there too; None."""
         return None
 
+    def _cover(self):
+        """The roof over the target (``find_cover``'s answer) for a roofed container; None."""
+        return None
+
+    def _decide_lay(self) -> None:
+        """Once, before the first grasp: whether the object is laid down while carried."""
+        if self._lay_decided:
+            return
+        self._lay_decided = True
+        pts, _, _ = self._extent()
+        cover = self._cover()
+        if lay_needed(self.view, self.obj_body, self.obj_root, pts, self.placement, self.relation, cover):
+            self.lay_dir = lay_direction(self.view, self.obj_body, self.obj_root, pts, self.placement, cover)
+
     def _regrasp(self) -> np.ndarray:
         self.regrasps += 1
         self.start_phase("backoff")
@@ -97,6 +118,7 @@ class PickPlace(Skill):
 
     # ------------------------------------------------------------------ planning
     def _plan(self) -> None:
+        self._decide_lay()
         self.grasp = self.planner.plan(self.placement.xy(), self._release_check())
         g = self.grasp
         pos, _ = self.view.grip()
@@ -160,6 +182,12 @@ class PickPlace(Skill):
         self.path = (p0, tgt, s, tops, radius / max(length, 1e-6))
         self.release_bottom, self.region_hi = self.placement.release_level(self.obj_root)
         self.centre_foot = False  # set by _carry_turn for a tight fit
+        if self.lay_dir is not None and self.grasp.kind == "body":
+            # first turned about the vertical (finger axis across the lay direction), then pitched
+            self.lay_stage = "turn"
+            self.R_carry = turned_for_lay(self.grasp.rotation(), self.lay_dir)
+            return
+        self.lay_stage = None
         turn = self._carry_turn()
         c, s_ = np.cos(turn), np.sin(turn)
         self.R_carry = np.array([[c, -s_, 0.0], [s_, c, 0.0], [0.0, 0.0, 1.0]]) @ self.grasp.rotation()
@@ -256,7 +284,11 @@ class PickPlace(Skill):
             if togo < 0.006 or (self.t_phase > 4 and pos[2] - g.z < 0.004):
                 self.start_phase("close")
             elif self.progress.stalled(togo) or self.t_phase > 50:
-                if togo < 0.012:
+                # close there if near enough; along the finger axis the closing fingers centre the
+                # object (the arm stops short of a grasp close to its base, low over the table)
+                off = Rg.T @ (target - pos)
+                near = g.kind == "body" and abs(off[0]) < FINGER_SLACK and np.hypot(off[1], off[2]) < 0.01
+                if togo < 0.012 or near:
                     self.start_phase("close")
                 else:
                     self.planner.failed_sides.append(g.side)
@@ -270,6 +302,7 @@ class PickPlace(Skill):
             self._q_prev = q
             if settled or self.t_phase >= 14:
                 self.hold_offset = self._obj_pos() - pos
+                self.hold_local = R.T @ self.hold_offset
                 self.obj_z0 = self._obj_pos()[2]
                 self.grip_z0 = pos[2]
                 self._plan_carry()
@@ -312,6 +345,10 @@ class PickPlace(Skill):
             need = self._carry_bottom(obj[:2])
             target = np.array([pos[0] + err[0], pos[1] + err[1], pos[2] + need - zb])
             turning = rot_error(R, self.R_carry) > TURNED
+            if self.lay_stage == "turn" and not turning:
+                self.lay_stage = "pitch"
+                self.R_carry = laid(self.R_carry, self.lay_dir)
+                turning = True
             if np.linalg.norm(err) < 0.012 and not turning or self.t_phase > 150:
                 if self.centre_foot:  # the object may have turned in the fingers: true it up
                     t = max(TRIM_TURNS, key=lambda t: self._fit(t) - 0.002 * abs(t))
@@ -349,7 +386,8 @@ class PickPlace(Skill):
             target = np.array([pos[0], pos[1], max(pos[2], self.hover_z) + 0.05])
             if self.t_phase > 12:
                 return self.finish()  # the planner checks the predicate and retries when it fails
-            return move(view, target, Rg, -1.0, cap=0.5)
+            # a laid object's hand rises level first (turning there would sweep the fingers through it)
+            return move(view, target, self.R_carry if self.lay_stage else Rg, -1.0, cap=0.5)
 
         if ph == "backoff":
             # open and rise clear of the object, then plan again
