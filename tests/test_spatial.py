@@ -10,8 +10,18 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from vla.spatial import generate as G
-from vla.spatial.questions import UNIFIED_FOVY_DEG, View, motion_question, view_questions
-from vla.spatial.tasks import TASKS, baseline_answers, blind_answers, correct, format_answer, prompt_key, score
+from vla.spatial.questions import UNIFIED_FOVY_DEG, View, colour_name, motion_question, view_questions
+from vla.spatial.tasks import (
+    COLOURS,
+    CONTROL_TASKS,
+    TASKS,
+    baseline_answers,
+    blind_answers,
+    correct,
+    format_answer,
+    prompt_key,
+    score,
+)
 
 ALL = {t: 1 for t in TASKS if t != "camera_motion"}
 
@@ -128,6 +138,45 @@ def test_count_is_the_number_of_instances_of_the_category_in_the_image(house):
         n = sum(1 for o in truth.objects if o.category == q.meta["category"] and o.instance_id in ids)
         assert q.truth == n and q.answer == str(n)
     assert len({q.truth for _, q in _of(items, "count")}) >= 2  # not one answer for every question
+
+
+def test_presence_says_yes_only_for_a_category_with_pixels_in_view(house):
+    _, truth, items = house
+    for v, q in _of(items, "presence"):
+        ids = {o.instance_id for o in truth.objects if o.category == q.meta["category"]}
+        pixels = max([int(np.sum(v.frame.instance == i)) for i in ids if i is not None], default=0)
+        assert (q.answer == "yes" and pixels >= 8) or (q.answer == "no" and pixels == 0), (q.meta, pixels)
+    assert {q.answer for _, q in _of(items, "presence")} == {"yes", "no"}
+
+
+def test_colour_names_the_colour_of_the_objects_pixels(house):
+    rng = np.random.default_rng(0)
+    for name, rgb in (("red", (255, 0, 0)), ("blue", (0, 0, 255)), ("white", (250, 250, 250)), ("black", (5, 5, 5))):
+        noisy = np.clip(np.array(rgb) + rng.normal(0, 10, size=(50, 3)), 0, 255).astype(np.uint8)
+        assert colour_name(noisy) == name
+    _, truth, items = house
+    answers = set()
+    for v, q in _of(items, "colour"):
+        pixels = v.frame.rgb[v.frame.instance == q.meta["instance"]]
+        assert len(pixels) >= 8 and q.answer in COLOURS
+        answers.add(q.answer)
+    assert len(answers) >= 2
+
+
+def test_the_control_set_asks_about_the_very_same_views(tmp_path):
+    """vla-data spatial tasks=[presence,colour] with the spatial set's seed renders the same images: the
+    stage-2 control pre-trains on the same pixels, only the questions lose their geometry."""
+    common = {"split": "train", "scenes": 1, "resolution": 32, "views": 3, "use_meshes": False, "progress": False}
+    G.generate({**common, "out": str(tmp_path / "spatial")})
+    G.generate({**common, "out": str(tmp_path / "control"), "tasks": list(CONTROL_TASKS)})
+    spatial, control = G.load_records(tmp_path / "spatial" / "train"), G.load_records(tmp_path / "control" / "train")
+    assert {r["task"] for r in control} <= set(CONTROL_TASKS) and not {r["task"] for r in spatial} & set(CONTROL_TASKS)
+
+    def pixels(root, rows):
+        return {(root / "train" / p).read_bytes() for r in rows for p in r["images"] if r["task"] != "depth_order"}
+
+    plain = pixels(tmp_path / "spatial", [r for r in spatial if r["task"] != "camera_motion"])
+    assert pixels(tmp_path / "control", control) <= plain and len(pixels(tmp_path / "control", control)) >= 2
 
 
 def test_camera_motion_is_the_move_between_the_two_poses(house):
@@ -338,7 +387,7 @@ def test_spatial_sets_are_visual_qa_samples_split_by_scene(tmp_path, monkeypatch
     assert set(train.episodes()).isdisjoint(val.episodes()) and len(train) + len(val) == 12
     assert len(SpatialQASource(tmp_path / "train", tasks=["count"])) == 6
     with pytest.raises(ValueError, match="unknown spatial task type"):
-        SpatialQASource(tmp_path / "train", tasks=["colour"])
+        SpatialQASource(tmp_path / "train", tasks=["texture"])
 
 
 @pytest.mark.slow

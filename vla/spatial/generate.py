@@ -34,7 +34,7 @@ from envs.base import NoEpisode
 from spatial_memory.strict import from_dict
 
 from .questions import SINGLE_VIEW, Item, View, motion_question, view_questions
-from .tasks import TASKS, check_tasks
+from .tasks import SPATIAL_TASKS, check_tasks
 
 FAMILIES = ("house", "libero")
 SPLITS = ("train", "val", "test")
@@ -65,7 +65,7 @@ class SpatialOptions:
     libero_tasks: list[int] | None = None  # family=libero: the suite's task ids the scenes cycle over (None: all)
     resolution: int = 112  # image height = width
     views: int = 4  # rendered views per apartment (a LIBERO scene has one, its agentview frame)
-    tasks: tuple[str, ...] = TASKS  # the task types asked
+    tasks: tuple[str, ...] = SPATIAL_TASKS  # the task types asked (CONTROL_TASKS: the stage-2 control set)
     per_view: int = 1  # questions of each task type per view (fewer where a view has nothing to ask)
     min_pixels: int = 0  # a named or counted object covers this many pixels (0: 0.3 % of the image)
     motion: tuple[float, float, float] = (1.0, 0.5, 30.0)  # camera_motion: max forward m, |left| m, |turn| deg
@@ -184,12 +184,14 @@ def _house_views(env, opts: dict[str, Any], rng, min_pixels: int) -> list[tuple[
         if sum(1 for _, n in present(view.frame, truth).values() if n >= min_pixels) < 2:
             continue
         moved = None
-        for _ in range(10 if want_motion else 0):
+        # the moved pose is drawn whatever the tasks, so that sets of other task types (the control set)
+        # see the very same views; it is rendered only when camera_motion is asked
+        for _ in range(10):
             f, left = rng.uniform(0.1, fwd_max), rng.uniform(-left_max, left_max)
             turn = math.radians(rng.uniform(-turn_max, turn_max))
             p = xy + f * np.array([math.cos(yaw), math.sin(yaw)]) + left * np.array([-math.sin(yaw), math.cos(yaw)])
             if bool(grid.is_free(p[None])[0]):
-                moved = render([p[0], p[1], yaw + turn])
+                moved = render([p[0], p[1], yaw + turn]) if want_motion else None
                 break
         out.append((view, moved))
     return out

@@ -27,12 +27,13 @@ from scipy.spatial.transform import Rotation
 from spatial_memory.frame import CameraFrame
 from spatial_memory.geometry import camera_yaw, wrap_angle
 
-from .tasks import format_answer
+from .tasks import COLOURS, format_answer
 
 UNIFIED_FOVY_DEG = 60.0
 RED = (255, 0, 0)
 BLUE = (0, 0, 255)
-SINGLE_VIEW = ("depth_order", "depth", "distance", "size", "bbox_3d", "direction", "count")
+SINGLE_VIEW = ("depth_order", "depth", "distance", "size", "bbox_3d", "direction", "count", "presence", "colour")
+_PALETTE = np.array(list(COLOURS.values()), dtype=np.float64)
 
 
 @dataclass
@@ -104,6 +105,12 @@ def present(frame: CameraFrame, truth) -> dict[int, tuple[Any, int]]:
     by_id = {o.instance_id: o for o in truth.objects if o.instance_id is not None}
     ids, counts = np.unique(frame.instance[frame.instance > 0], return_counts=True)
     return {int(i): (by_id[int(i)], int(n)) for i, n in zip(ids, counts) if int(i) in by_id}
+
+
+def colour_name(pixels: np.ndarray) -> str:
+    """The name in ``COLOURS`` nearest (RGB distance) to the median of ``pixels`` (N x 3 uint8)."""
+    median = np.median(np.asarray(pixels, dtype=np.float64).reshape(-1, 3), axis=0)
+    return list(COLOURS)[int(np.argmin(np.linalg.norm(_PALETTE - median, axis=1)))]
 
 
 def draw_dot(img: np.ndarray, xy: tuple[int, int], colour: tuple[int, int, int], r: int) -> None:
@@ -248,7 +255,38 @@ class ViewQuestions:
             {"category": cat, "instances": sorted(self.by_category.get(cat, []))},
         )
 
+    def presence(self) -> Item | None:
+        """Control task: is an object of a category in view (``yes``: one covers >= min_pixels) or not
+        (``no``: a category of the scene with no pixel in view), each answer drawn with probability 1/2."""
+        seen = sorted(
+            c for c, ids in self.by_category.items() if max(self.present[i][1] for i in ids) >= self.min_pixels
+        )
+        unseen = sorted({o.category for o in self.truth.objects} - set(self.by_category))
+        options = [("yes", seen), ("no", unseen)]
+        ans, cats = options[int(self.rng.integers(2))]
+        if not cats:
+            ans, cats = options[1] if ans == "yes" else options[0]
+        if not cats:
+            return None
+        cat = cats[int(self.rng.integers(len(cats)))]
+        q = f"<image>\nIs there a {label(cat)} in the image? Answer yes or no."
+        return Item("presence", q, [self._image()], ans, ans, {"category": cat})
+
+    def colour(self) -> Item | None:
+        """Control task: the colour name of a named object (its pixels' median, :func:`colour_name`)."""
+        if not self.named:
+            return None
+        iid = self._pick(self.named)
+        name = label(self.present[iid][0].category)
+        ans = colour_name(self.view.frame.rgb[self.view.frame.instance == iid])
+        q = f"<image>\nWhat colour is the {name}? Answer with one word: {', '.join(COLOURS)}."
+        return Item("colour", q, [self._image()], ans, ans, {"object": self.present[iid][0].id, "instance": iid})
+
     def ask(self, task: str) -> Item | None:
+        if task == "presence":
+            return self.presence()
+        if task == "colour":
+            return self.colour()
         if task == "depth_order":
             return self.depth_order()
         if task == "direction":

@@ -16,7 +16,13 @@ direction      ``left`` or ``right``                      exact
 camera_motion  ``<forward m> <left m> <turn deg>``        translation within ``max(0.2 |t|, 0.15)`` m
                                                           and turn within 10 degrees
 count          integer                                    exact
+presence       ``yes`` or ``no``                          exact   (control: no geometry)
+colour         a colour name of ``COLOURS``               exact   (control: no geometry)
 ============== ========================================== ===============================================
+
+``presence`` and ``colour`` are the **control** tasks of stage 2 (docs/SPATIAL.md): questions about the same
+images that need perception but no geometry (is a category in view; the colour name nearest the median
+pixel of a named object). ``SPATIAL_TASKS`` is the default set; ``CONTROL_TASKS`` the control set.
 """
 
 from __future__ import annotations
@@ -30,8 +36,29 @@ import numpy as np
 
 from spatial_memory.geometry import wrap_deg
 
-TASKS = ("depth_order", "depth", "distance", "size", "bbox_3d", "direction", "camera_motion", "count")
-CHOICES = {"depth_order": ("A", "B"), "direction": ("left", "right")}
+SPATIAL_TASKS = ("depth_order", "depth", "distance", "size", "bbox_3d", "direction", "camera_motion", "count")
+CONTROL_TASKS = ("presence", "colour")
+TASKS = SPATIAL_TASKS + CONTROL_TASKS
+# colour names and the RGB each stands for (a named object's colour is the nearest to its median pixel)
+COLOURS = {
+    "red": (200, 40, 40),
+    "orange": (230, 130, 40),
+    "yellow": (220, 200, 50),
+    "green": (60, 150, 60),
+    "blue": (50, 80, 200),
+    "purple": (130, 60, 160),
+    "pink": (230, 150, 180),
+    "brown": (120, 80, 50),
+    "black": (30, 30, 30),
+    "grey": (128, 128, 128),
+    "white": (235, 235, 235),
+}
+CHOICES = {
+    "depth_order": ("A", "B"),
+    "direction": ("left", "right"),
+    "presence": ("yes", "no"),
+    "colour": tuple(COLOURS),
+}
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
@@ -66,7 +93,7 @@ def parse_answer(task: str, text: str) -> Any:
         words = re.findall(r"[A-Za-z]+", text)
         for w in words:
             for c in CHOICES[task]:
-                if w == c or (task == "direction" and w.lower() == c):
+                if w == c or (task != "depth_order" and w.lower() == c):
                     return c
         return None
     if task == "bbox_3d":
