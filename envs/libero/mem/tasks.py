@@ -22,16 +22,18 @@ PROBLEM = "LIBERO_Kitchen_Tabletop_Manipulation"  # LIBERO's problem class of th
 TABLE = "kitchen_table"
 BOWL, CHEESE, PLATE = "akita_black_bowl_1", "cream_cheese_1", "plate_1"
 CABINET = "white_cabinet_1"
-DRAWER = f"{CABINET}_bottom_region"
+DRAWER = f"{CABINET}_top_region"
 
-# regions on the kitchen table (x1, y1, x2, y2) and yaw; the layout of libero_10's
-# "put the black bowl in the bottom drawer of the cabinet and close it" (KITCHEN_SCENE4): the same
-# cabinet where it stands there, its bottom drawer open, the bowl's region there is spot_a
+# regions on the kitchen table (x1, y1, x2, y2; x away from the robot) and yaw. The cabinet stands
+# where libero_10's KITCHEN_SCENE4 has it and spot_a is that scene's bowl region; its top drawer
+# starts open (the bottom one is under the middle drawer's overhang, where the expert's release
+# stalled). Everything else stays out of the open drawer's way (y < 0): a hand carrying low past
+# the drawer's front caught on it.
 TABLE_REGIONS: dict[str, tuple[tuple[float, float, float, float], float]] = {
     "white_cabinet_init_region": ((-0.01, 0.29, 0.01, 0.31), 0.0),
     "spot_a": ((0.005, -0.075, 0.055, -0.025), 0.0),
-    "spot_b": ((-0.175, -0.205, -0.125, -0.155), 0.0),
-    "cream_cheese_init_region": ((-0.175, 0.025, -0.135, 0.065), 0.0),
+    "spot_b": ((-0.175, -0.075, -0.125, -0.025), 0.0),
+    "cream_cheese_init_region": ((-0.08, -0.22, -0.04, -0.18), 0.0),
     "plate_init_region": ((0.125, -0.245, 0.155, -0.215), 0.0),
 }
 FIXTURE_REGIONS = {CABINET: ("top_side", "top_region", "middle_region", "bottom_region")}
@@ -60,7 +62,7 @@ class MemTask:
         return out
 
 
-DRAWER_TEXT = "put the black bowl in the bottom drawer, put the cream cheese where the bowl was and close the drawer"
+DRAWER_TEXT = "put the black bowl in the top drawer, put the cream cheese where the bowl was and close the drawer"
 PLATE_TEXT = "put the black bowl on the plate, then put the cream cheese where the bowl was"
 TASKS: tuple[MemTask, ...] = (
     MemTask(
