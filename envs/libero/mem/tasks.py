@@ -27,14 +27,15 @@ DRAWER = f"{CABINET}_top_region"
 # regions on the kitchen table (x1, y1, x2, y2; x away from the robot) and yaw. The cabinet stands
 # where libero_10's KITCHEN_SCENE4 has it and spot_a is that scene's bowl region; its top drawer
 # starts open (the bottom one is under the middle drawer's overhang, where the expert's release
-# stalled). Everything else stays out of the open drawer's way (y < 0): a hand carrying low past
-# the drawer's front caught on it.
+# stalled). Everything else stays out of the open drawer's way (y <= -0.075): a hand carrying low
+# past the drawer's front caught on it, and a hand coming round for a second grasp of the bowl
+# nearer the drawer pushed the drawer almost shut.
 TABLE_REGIONS: dict[str, tuple[tuple[float, float, float, float], float]] = {
     "white_cabinet_init_region": ((-0.01, 0.29, 0.01, 0.31), 0.0),
-    "spot_a": ((0.005, -0.075, 0.055, -0.025), 0.0),
-    "spot_b": ((-0.175, -0.075, -0.125, -0.025), 0.0),
-    "cream_cheese_init_region": ((-0.08, -0.22, -0.04, -0.18), 0.0),
-    "plate_init_region": ((0.125, -0.245, 0.155, -0.215), 0.0),
+    "spot_a": ((0.005, -0.125, 0.055, -0.075), 0.0),
+    "spot_b": ((-0.175, -0.125, -0.125, -0.075), 0.0),
+    "cream_cheese_init_region": ((-0.08, -0.29, -0.04, -0.25), 0.0),
+    "plate_init_region": ((0.125, -0.295, 0.155, -0.265), 0.0),
 }
 FIXTURE_REGIONS = {CABINET: ("top_side", "top_region", "middle_region", "bottom_region")}
 SPOTS = ("spot_a", "spot_b")
