@@ -100,7 +100,12 @@ TASKS: tuple[MemTask, ...] = (
 def _region(name: str, target: str, ranges=None, yaw: float | None = None) -> list[str]:
     out = [f"      ({name}", f"          (:target {target})"]
     if ranges is not None:
-        out += ["          (:ranges (", "              (" + " ".join(repr(float(v)) for v in ranges) + ")", "            )", "          )"]
+        out += [
+            "          (:ranges (",
+            "              (" + " ".join(repr(float(v)) for v in ranges) + ")",
+            "            )",
+            "          )",
+        ]
     if yaw is not None:
         out += ["          (:yaw_rotation (", f"              ({yaw!r} {yaw!r})", "            )", "          )"]
     out.append("      )")
