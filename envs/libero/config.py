@@ -28,7 +28,8 @@ def check_arm_init_noise(noise: float, init_states: str) -> None:
 
 @dataclass(frozen=True)
 class LiberoConfig:
-    suite: str = "libero_spatial"  # libero_spatial | libero_object | libero_goal | libero_10 | libero_90
+    suite: str = "libero_spatial"  # libero_spatial | libero_object | libero_goal | libero_10 | libero_90 |
+    #                                libero_mem (the project's memory suite; sampled init states only)
     resolution: int = 256  # camera height = width
     cameras: tuple[str, ...] = ("agentview", "wrist")
     render: bool = True  # false: no camera observations (fast scripted rollouts, no videos)
@@ -54,6 +55,9 @@ class LiberoConfig:
         if self.init_states not in INIT_STATES:
             raise ValueError(f"env.init_states must be one of {INIT_STATES}, got {self.init_states!r}")
         check_arm_init_noise(self.arm_init_noise, self.init_states)
+        from .mem import check_init_states
+
+        check_init_states(self.suite, self.init_states)
         from .perturb import canonical
 
         object.__setattr__(self, "perturb", canonical(self.perturb))

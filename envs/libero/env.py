@@ -88,14 +88,14 @@ class LiberoEnv(VLAEnv):
         self._rng: Any = None  # numpy's global generator state where this env's stream stands
         if init_states not in ("official", "sampled"):
             raise ValueError(f"init_states must be 'official' or 'sampled', got {init_states!r}")
-        self.init_states = init_states
+        self.init_states = suites.check_init_states(suite, init_states)
         check_arm_init_noise(arm_init_noise, init_states)
         self.arm_init_noise = float(arm_init_noise)
         self.perturb = perturbations.canonical(perturb)  # env.perturb (docs/LIBERO.md); "" = the nominal scene
         self._perturber = perturbations.Perturber(perturbations.parse(perturb))
         bench = suites.benchmark(suite)
         self._libero_task = bench.get_task(task_id)
-        self._init_states = bench.get_task_init_states(task_id)
+        self._init_states = bench.get_task_init_states(task_id) if init_states == "official" else []
         self.task = TaskInfo(
             task_id=task_id,
             name=self._libero_task.name,
@@ -116,13 +116,8 @@ class LiberoEnv(VLAEnv):
     # ------------------------------------------------------------------ simulator lifecycle
     @property
     def bddl_file(self) -> str:
-        import os
-
-        from libero.libero import get_libero_path
-
-        return os.path.join(
-            get_libero_path("bddl_files"), self._libero_task.problem_folder, self._libero_task.bddl_file
-        )
+        """The task's BDDL file, where its LIBERO benchmark says (libero_mem: the project's files)."""
+        return suites.benchmark(self.suite).get_task_bddl_file_path(self.task_id)
 
     def _ensure_sim(self):
         if self._env is not None:

@@ -7,6 +7,9 @@ from functools import lru_cache
 from ..base import TaskInfo
 from .assets import prepare_libero
 from .config import ENV_SEED  # noqa: F401  (LIBERO's env.seed(), once per task env)
+from .config import SAMPLED_TRIALS
+from .mem import SAMPLED_ONLY, check_init_states  # noqa: F401  (env.init_states of a suite)
+from .mem import SUITE as MEM_SUITE
 
 # max policy steps per episode (after the settling no-ops), as OpenVLA / openpi evaluate
 MAX_STEPS = {
@@ -15,6 +18,7 @@ MAX_STEPS = {
     "libero_goal": 300,
     "libero_10": 520,
     "libero_90": 400,
+    MEM_SUITE: 500,  # the project's memory suite (envs/libero/mem/): two sub-tasks, the longer a drawer's
 }
 SUITES = tuple(MAX_STEPS)
 NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
@@ -35,6 +39,11 @@ def benchmark(suite: str):
     prepare_libero()
     from libero.libero import benchmark as lb
 
+    if suite == MEM_SUITE:  # the project's own suite, registered with LIBERO's benchmark registry
+        from .mem import register
+
+        register()
+
     return lb.get_benchmark_dict()[suite]()
 
 
@@ -49,7 +58,7 @@ def task_infos(suite: str, max_steps: int | None = None) -> list[TaskInfo]:
                 name=t.name,
                 instruction=t.language,
                 max_steps=max_steps or MAX_STEPS[suite],
-                num_trials=len(b.get_task_init_states(i)),
+                num_trials=SAMPLED_TRIALS if suite in SAMPLED_ONLY else len(b.get_task_init_states(i)),
             )
         )
     return out
