@@ -1,4 +1,4 @@
-"""The frame-only control of GST (docs/GST.md, "The frame-only control"): a question as a perceiver
+"""The frame-only control of GST (docs/GST.md, "Frame-only control"): a question as a perceiver
 that keeps no memory sees it -- one frame, its current view, and nothing it saw before.
 
 :func:`single_frame` rewrites a question (as an agent got it, sensors applied) so that the memory
