@@ -61,6 +61,11 @@ def main() -> int:
     ap.add_argument("--suite", default="libero_object", help="libero: the suite")
     ap.add_argument("--task", type=int, default=0, help="libero: the task of the suite")
     ap.add_argument("--recipe", default="oft", choices=sorted(RECIPES), help="libero: the policy's inputs and decoding")
+    ap.add_argument(
+        "--init-from",
+        default=None,
+        help="libero: start the VLA from these weights (train.init_from: a stage-1 checkpoint, docs/SPATIAL.md)",
+    )
     ap.add_argument("--demos", type=int, default=50, help="libero: training demonstrations (sampled init states)")
     ap.add_argument("--val-demos", type=int, default=6, help="libero: demonstrations held out for the val loss")
     ap.add_argument("--record-first", type=int, default=0, help="libero: first sampled init state recorded")

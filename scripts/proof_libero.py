@@ -54,6 +54,7 @@ def libero(a) -> dict:
         f"data.paths=[{','.join(str(p) for p in sorted((R / 'demos').glob('*_demo.hdf5')))}]",  # the merged files
         "data.val_fraction=0.1",  # episodes held out for the val loss (by id hash: 6 of the 56 recorded, 50 train)
         *budget(a, batch=16, val_every=max(1, a.steps // 10)),
+        *([f"train.init_from={a.init_from}"] if a.init_from else []),  # stage 2 of spatial tuning
     ]
     if a.stage in ("all", "train"):
         run([str(BIN / "vla-train"), *common, f"out={R / 'train'}"], R / "logs/train.log")
