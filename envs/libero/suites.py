@@ -18,7 +18,7 @@ MAX_STEPS = {
     "libero_goal": 300,
     "libero_10": 520,
     "libero_90": 400,
-    MEM_SUITE: 500,  # the project's memory suite (envs/libero/mem/): two sub-tasks, the longer a drawer's
+    MEM_SUITE: 500,  # the project's memory suite (envs/libero/mem/): two pick-and-places, and a drawer's close
 }
 SUITES = tuple(MAX_STEPS)
 NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)

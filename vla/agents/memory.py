@@ -76,9 +76,8 @@ class _Navigate:
 
     name = "navigator"
 
-    def __init__(self, navigator: MemoryNavigator, inputs: MemoryInputs, frame_only: bool = False) -> None:
-        self.navigator, self.inputs = navigator, inputs
-        self.answers = MemoryAnswers(inputs, frame_only)
+    def __init__(self, navigator: MemoryNavigator, inputs: MemoryInputs, answers: MemoryAnswers) -> None:
+        self.navigator, self.inputs, self.answers = navigator, inputs, answers
         self.mobile_base = True
         self._zero: np.ndarray | None = None
 
@@ -116,10 +115,9 @@ class MemoryAgent(WithMemory):
             from . import make_agent
 
             self.driver = make_agent({"name": self.options.driver}, seed=seed)
-        frame_only = self.options.answer_from == "frame"
-        acting = self.driver if self.driver is not None else _Navigate(self.navigator, inputs, frame_only)
-        super().__init__(acting, inputs)
-        self.memory_answers = MemoryAnswers(inputs, frame_only)
+        answers = MemoryAnswers(inputs, frame_only=self.options.answer_from == "frame")  # one answerer for both
+        acting = self.driver if self.driver is not None else _Navigate(self.navigator, inputs, answers)
+        super().__init__(acting, inputs, memory_answers=answers)
         self.name = "memory"
 
     @property

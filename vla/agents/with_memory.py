@@ -55,11 +55,13 @@ class MemoryAnswers:
 
 
 class WithMemory:
-    def __init__(self, agent: Any, inputs: MemoryInputs, answers: str = "memory") -> None:
+    def __init__(
+        self, agent: Any, inputs: MemoryInputs, answers: str = "memory", memory_answers: MemoryAnswers | None = None
+    ) -> None:
         if answers not in ("memory", "agent"):
             raise ValueError(f"answers must be 'memory' or 'agent', got {answers!r}")
         self.agent, self.inputs, self.answers = agent, inputs, answers
-        self.memory_answers = MemoryAnswers(inputs)
+        self.memory_answers = memory_answers if memory_answers is not None else MemoryAnswers(inputs)
         self.name = f"{getattr(agent, 'name', type(agent).__name__)}+memory"
         self.privileged = is_privileged(agent)
 
