@@ -43,6 +43,7 @@ import numpy as np
 from scipy import fft as sfft
 from scipy import ndimage
 
+from ._register_kernels import near_sq_distance, refine_similarity
 from .geometry import camera_yaw, wrap_angle, wrap_deg
 from .maps import MapConfig
 from .topdown import LEVELS, TopDownFrame
@@ -226,6 +227,28 @@ def memory_features(
     return _pixel_points(frame, edges), _pixel_points(frame, seen)
 
 
+def _memory_side(
+    mem, level: str, cfg: RegisterConfig, map_config: MapConfig | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(edge points, seen points, orientation histogram of the edges) of the memory's map of ``level``:
+    what registration needs of the memory, whatever the image. Cached on the memory per state
+    (``mem.version``: equal versions mean equal contents) and settings, so the images of one memory
+    (a question's four candidate maps, every question of a scene) reuse it."""
+    key = (level, cfg, map_config)
+    cache = getattr(mem, "_register_cache", None)
+    if cache is None or cache[0] != mem.version:
+        cache = mem._register_cache = (mem.version, {})
+    hit = cache[1].get(key)
+    if hit is None:
+        pts, seen_pts = memory_features(mem, level, cfg, map_config)
+        mframe = _memory_frame(mem, cfg.memory_mpp)
+        mem_mask = np.zeros((mframe.height, mframe.width), dtype=bool)
+        uv = mframe.world_to_pixel(pts).astype(np.int64)
+        mem_mask[np.clip(uv[:, 1], 0, mframe.height - 1), np.clip(uv[:, 0], 0, mframe.width - 1)] = True
+        hit = cache[1][key] = (pts, seen_pts, _orientation_histogram(mem_mask))
+    return hit
+
+
 def _memory_frame(mem, mpp: float) -> TopDownFrame:
     b = mem.default_frame(margin=0.5)
     x0, y0, x1, y1 = b.xmin, b.ymin, b.xmax, b.ymax
@@ -259,9 +282,9 @@ def _orientation_histogram(mask: np.ndarray, bins: int = 180) -> np.ndarray:
     return ndimage.gaussian_filter1d(h.astype(np.float64), 1.0, mode="wrap")
 
 
-def _rotation_candidates(img_mask: np.ndarray, mem_mask: np.ndarray, cfg: RegisterConfig) -> list[float]:
-    """Rotations (radians) memory -> image worth trying."""
-    hi, hm = _orientation_histogram(img_mask), _orientation_histogram(mem_mask)
+def _rotation_candidates(hi: np.ndarray, hm: np.ndarray, cfg: RegisterConfig) -> list[float]:
+    """Rotations (radians) memory -> image worth trying, from the image's and the memory's
+    orientation histograms (:func:`_orientation_histogram`)."""
     if hi.sum() <= 0 or hm.sum() <= 0:
         return list(np.radians(np.arange(0.0, 360.0, cfg.sweep_step_deg)))
     corr = np.real(np.fft.ifft(np.fft.fft(hi) * np.conj(np.fft.fft(hm))))  # corr[d] = sum_a hi[a + d] hm[a]
@@ -376,48 +399,24 @@ def _coarse_search(
     return out
 
 
-def _umeyama_2d(src: np.ndarray, dst: np.ndarray, w: np.ndarray) -> tuple[float, float, np.ndarray]:
-    """(scale, angle, t) of the reflection-free similarity dst ~ s R(angle) src + t (weighted)."""
-    ws = w.sum()
-    ms, md = (w[:, None] * src).sum(0) / ws, (w[:, None] * dst).sum(0) / ws
-    A, B = src - ms, dst - md
-    sxx = (w * (A[:, 0] * B[:, 0] + A[:, 1] * B[:, 1])).sum()
-    sxy = (w * (A[:, 0] * B[:, 1] - A[:, 1] * B[:, 0])).sum()
-    ang = np.arctan2(sxy, sxx)
-    var = (w * (A**2).sum(1)).sum()
-    s = np.hypot(sxx, sxy) / max(var, 1e-12)
-    c, sn = np.cos(ang), np.sin(ang)
-    t = md - s * (np.array([[c, -sn], [sn, c]]) @ ms)
-    return float(s), float(ang), t
-
-
 def _refine(
     tg: _Target, pts: np.ndarray, s: float, th: float, t: np.ndarray, cfg: RegisterConfig
 ) -> tuple[float, float, np.ndarray]:
-    """ICP of the memory's points to the image's edges, 4-DoF similarity."""
-    H, W = tg.edges.shape
+    """ICP of the memory's points to the image's edges, 4-DoF similarity (compiled:
+    :func:`._register_kernels.refine_similarity`), with gates shrinking from 12 to 3 pixels."""
     gates = np.geomspace(12.0, 3.0, cfg.icp_iterations)
-    # work in 'flipped' pixel coordinates (u, -v), where the map is a proper similarity of xy
-    for gate in gates:
-        A = _matrix(s, th, t)
-        uv = pts @ A[:, :2].T + A[:, 2]
-        ui, vi = np.floor(uv[:, 0]).astype(np.int64), np.floor(uv[:, 1]).astype(np.int64)
-        inside = (ui >= 0) & (ui < W) & (vi >= 0) & (vi < H)
-        if inside.sum() < 10:
-            break
-        d = np.full(len(pts), np.inf)
-        d[inside] = tg.dt[vi[inside], ui[inside]]
-        ok = d <= gate
-        if ok.sum() < 10:
-            break
-        nr = tg.near[0][vi[ok], ui[ok]] + 0.5
-        nc = tg.near[1][vi[ok], ui[ok]] + 0.5
-        src = pts[ok]
-        dst = np.stack([nc, -nr], axis=1)  # flipped: v -> -v makes the map s R(th) xy + (tu, -tv)
-        w = 1.0 / (1.0 + (d[ok] / 2.0) ** 2)
-        s, th, tf = _umeyama_2d(src, dst, w)
-        t = np.array([tf[0], -tf[1]])
-    return s, th, t
+    s, th, tx, ty = refine_similarity(
+        np.ascontiguousarray(pts, dtype=np.float64),
+        tg.dt,
+        tg.near[0],
+        tg.near[1],
+        float(s),
+        float(th),
+        float(t[0]),
+        float(t[1]),
+        gates,
+    )
+    return s, th, np.array([tx, ty])
 
 
 def _score(
@@ -439,18 +438,27 @@ def _score(
     d[inside] = tg.dt[vi[inside], ui[inside]]
     fwd = float(np.mean(np.clip(1.0 - (d / 3.0) ** 2, 0.0, 1.0))) if len(d) else 0.0
     fwd = (fwd - tg.chance) / (1.0 - tg.chance)  # above what points thrown on the image's structure would score
-    proj = np.zeros((H, W), dtype=bool)
-    proj[vi[inside], ui[inside]] = True
-    if not proj.any():
+    if not inside.any():
         return 0.0, fwd, 0.0
     su, sv, sin_ = project(seen_pts)
-    area = np.zeros((H, W), dtype=bool)
-    area[sv[sin_], su[sin_]] = True
-    area = ndimage.binary_dilation(area, iterations=int(np.ceil(s * cfg.memory_mpp)) + 2) | proj
-    wanted = tg.edges & area
+    grow = int(np.ceil(s * cfg.memory_mpp)) + 2
+    # everything below happens inside the box of the projected points, grown by the dilation: the
+    # dilation cannot reach past it and every pixel read lies in it, so the crop gives the values the
+    # whole image would (the distances are to projected pixels, all inside) at a fraction of the cost
+    rows = np.concatenate([vi[inside], sv[sin_]])
+    cols = np.concatenate([ui[inside], su[sin_]])
+    r0, r1 = max(int(rows.min()) - grow - 1, 0), min(int(rows.max()) + grow + 2, H)
+    c0, c1 = max(int(cols.min()) - grow - 1, 0), min(int(cols.max()) + grow + 2, W)
+    proj = np.zeros((r1 - r0, c1 - c0), dtype=bool)
+    proj[vi[inside] - r0, ui[inside] - c0] = True
+    area = np.zeros_like(proj)
+    area[sv[sin_] - r0, su[sin_] - c0] = True
+    area = ndimage.binary_dilation(area, iterations=grow) | proj
+    wanted = tg.edges[r0:r1, c0:c1] & area
     if wanted.sum() < 10:
         return 0.0, fwd, 0.0
-    dm = ndimage.distance_transform_edt(~proj)
+    # the distance to the nearest projected pixel matters below 4 px only (the weight vanishes there)
+    dm = np.sqrt(near_sq_distance(proj, 4).astype(np.float64))
     near = np.clip(1.0 - (dm / 4.0) ** 2, 0.0, 1.0)
     chance = float(near[area].mean())
     cov = (float(near[wanted].mean()) - chance) / max(1.0 - chance, 1e-6)
@@ -478,7 +486,7 @@ def register_topdown(
         )
 
     try:
-        pts, seen_pts = memory_features(mem, level, cfg, map_config)
+        pts, seen_pts, mem_hist = _memory_side(mem, level, cfg, map_config)
     except LookupError:
         return failed("the memory is empty")
     if len(pts) < 20:
@@ -486,11 +494,7 @@ def register_topdown(
     tg = _target(image, level, cfg)
     if tg is None or tg.extent is None:
         return failed(f"the image shows too little {level} structure")
-    mframe = _memory_frame(mem, cfg.memory_mpp)
-    mem_mask = np.zeros((mframe.height, mframe.width), dtype=bool)
-    uv = mframe.world_to_pixel(pts).astype(np.int64)
-    mem_mask[np.clip(uv[:, 1], 0, mframe.height - 1), np.clip(uv[:, 0], 0, mframe.width - 1)] = True
-    thetas = _rotation_candidates(tg.edges, mem_mask, cfg)
+    thetas = _rotation_candidates(_orientation_histogram(tg.edges), mem_hist, cfg)
     best = _solve(tg, pts, seen_pts, _coarse_search(tg, pts, thetas, cfg), W, H, cfg)
     if (
         best is None or best[1] < cfg.min_confidence

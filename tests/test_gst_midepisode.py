@@ -217,10 +217,20 @@ def test_registration_is_redone_when_the_live_memory_grows():
         mem.integrate(scene.render(T, K, 48, 48, step=i))
     early = answerer.registration(mem, image, "medium")
     assert answerer.registration(mem, image, "medium") is early  # same state: cached
+    assert answerer.registration(mem, image.copy(), "medium") is early  # keyed by contents, not the array
+    view = scene.render(tour[20], K, 48, 48, step=99)
+    loc = answerer._localize(mem, view)
+    assert answerer._localize(mem, scene.render(tour[20], K, 48, 48, step=99)) is loc  # equal view: localised once
     for i, T in enumerate(tour[8:], start=8):
         mem.integrate(scene.render(T, K, 48, 48, step=i))
     later = answerer.registration(mem, image, "medium")
     assert later is not early
+    assert answerer._localize(mem, view) is not loc  # a localisation is of one memory state too
+    # what registration caches of the memory itself (its map's points) is of the grown memory: the
+    # result is the one computed from scratch
+    del mem._register_cache
+    fresh = mem.register_topdown(image, "medium")
+    assert (fresh.scale, fresh.theta, fresh.score) == (later.scale, later.theta, later.score)
     assert later.score >= early.score - 0.05  # the fuller memory explains the map at least as well
     assert answerer.registration(mem.snapshot(), image, "medium") is later  # a snapshot is the same state
     # detector boxes change the memory without a frame: the cache must notice that too

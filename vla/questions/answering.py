@@ -9,6 +9,7 @@ shown, and answers in the benchmark's formats. It never touches scene truth.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,33 @@ def _locate_in_stream(stream: list[CameraFrame], poses: np.ndarray, boxes: dict[
     return np.median(np.concatenate(pts), axis=0)
 
 
+def content_key(*parts: Any) -> str:
+    """A digest of arrays (their dtype, shape and bytes) and plain values: two media with equal
+    contents share it, whichever question or file they came from."""
+    h = hashlib.blake2b(digest_size=16)
+    for p in parts:
+        if isinstance(p, np.ndarray):
+            a = np.ascontiguousarray(p)
+            h.update(f"{a.dtype.str}{a.shape}".encode())
+            h.update(a.tobytes())
+        else:
+            h.update(repr(p).encode())
+        h.update(b"|")
+    return h.hexdigest()
+
+
+def _frame_key(frame: CameraFrame) -> str:
+    return content_key(
+        frame.rgb,
+        frame.depth,
+        np.asarray(frame.K),
+        np.asarray(frame.T_world_cam),
+        frame.instance,
+        sorted(frame.labels.items()),
+        frame.step,
+    )
+
+
 @dataclass
 class AnswererConfig:
     tabletop: bool = False  # LIBERO-scale memory (MemoryConfig.tabletop())
@@ -109,6 +137,7 @@ class MemoryAnswerer:
         self._cache_key: Any = None
         self._memory: SpatialMemory | None = None
         self._registrations: dict[tuple, Any] = {}
+        self._localizations: dict[tuple, Any] = {}
 
     # ------------------------------------------------------------------ memory
     def _new_memory(self) -> SpatialMemory:
@@ -137,7 +166,7 @@ class MemoryAnswerer:
             memory = self._new_memory()
             for f in stream:
                 memory.integrate(f)
-            self._memory, self._cache_key, self._registrations = memory, key, {}
+            self._memory, self._cache_key, self._registrations, self._localizations = memory, key, {}, {}
         return self._memory
 
     # ------------------------------------------------------------------ geometry of the question
@@ -150,9 +179,19 @@ class MemoryAnswerer:
         return self._localize(memory, view).T_world_cam
 
     def _localize(self, memory: SpatialMemory, view: CameraFrame):
+        """Where the memory localises ``view``, cached per (memory state, the view's contents): the
+        questions asked of one view (its Pos, Ori and egocentric questions) localise it once.
+        Localisation is a function of those two alone (its random draws are seeded), so the answers are
+        those of a fresh call."""
         from spatial_memory.profiles import localize_config_for
 
-        return memory.localize(view, localize_config_for(self.cfg.perception))
+        key = (memory.version, _frame_key(view))
+        hit = self._localizations.get(key)
+        if hit is None:
+            if len(self._localizations) > 256:
+                self._localizations.clear()
+            hit = self._localizations[key] = memory.localize(view, localize_config_for(self.cfg.perception))
+        return hit
 
     def _stream_poses(self, question: Question, memory: SpatialMemory) -> np.ndarray:
         """The memory's pose of every frame of the question's stream (corrected for drift)."""
@@ -285,16 +324,17 @@ class MemoryAnswerer:
         return np.median(np.concatenate(pts_all), axis=0)
 
     def registration(self, memory: SpatialMemory, image: np.ndarray, level: str):
-        """The memory's registration to ``image``, cached per (memory state, image, level): the state is
-        ``memory.version``, which changes with every change of the memory (frames or boxes), so a live
-        memory that grew between mid-episode checkpoints never reuses an early, partial registration."""
-        key = (memory.version, id(image), level)
+        """The memory's registration to ``image``, cached per (memory state, the image's contents, level):
+        the state is ``memory.version``, which changes with every change of the memory (frames or boxes),
+        so a live memory that grew between mid-episode checkpoints never reuses an early, partial
+        registration; equal images shown by different questions are registered once."""
+        key = (memory.version, content_key(np.asarray(image)), level)
         hit = self._registrations.get(key)
-        if hit is None or hit[0] is not image:  # ids of collected images are reused
+        if hit is None:
             if len(self._registrations) > 64:
                 self._registrations.clear()
-            hit = self._registrations[key] = (image, memory.register_topdown(image, level))
-        return hit[1]
+            hit = self._registrations[key] = memory.register_topdown(image, level)
+        return hit
 
     # ------------------------------------------------------------------ answers
     def answer(self, question: Question, live: SpatialMemory | None = None) -> str:
