@@ -8,7 +8,8 @@ this machine, its counts written out (``name=500:4/10,1000:6/10;test=44/50``, as
         --arm "scratch=500:4/10,1000:6/10,1500:7/10,2000:9/10;test=44/50" --out docs/img/s26_stage2_curves.png
 
 Prints a markdown table (successes, rate and its 95 % Wilson interval per checkpoint on val and for
-the test) and draws the val success of every arm against the VLA's training steps.
+the test) and draws the val success of every arm against the VLA's training steps, beside the
+teacher-forced val loss of the arms whose training log is on this machine.
 """
 
 from __future__ import annotations
@@ -95,7 +96,17 @@ def main(argv: list[str] | None = None) -> int:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+        for name, _, _, src in arms:  # teacher-forced val loss, where the arm's training log is here
+            log = Path(src) / "train" / "train_log.jsonl"
+            if log.exists():
+                rows = [json.loads(x) for x in log.read_text().splitlines() if '"val_loss"' in x]
+                ax2.plot([r["step"] for r in rows], [r["val_loss"] for r in rows], marker=".", label=name)
+        ax2.set_xlabel("VLA training steps")
+        ax2.set_ylabel("teacher-forced val loss (held-out demonstrations)")
+        ax2.grid(alpha=0.3)
+        if ax2.lines:
+            ax2.legend()
         for i, (name, val, _, _) in enumerate(arms):
             xs = sorted(val)
             ys = [100 * val[s][0] / val[s][1] for s in xs]
