@@ -31,7 +31,7 @@ import itertools
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Callable, Hashable, Iterable
 
 import numpy as np
 
@@ -87,6 +87,7 @@ class SpatialMemory:
         self._n_traj = 0
         self._n_frames = 0
         self._version = next(_VERSIONS)
+        self._derived: tuple[int, dict] = (self._version, {})
         self._lock = threading.Lock()
         self.read_only = False
 
@@ -118,6 +119,17 @@ class SpatialMemory:
         one counter for every memory of the process, so equal versions mean equal contents: a
         :meth:`snapshot` keeps the version of the state it copied. Key caches on it, not on ``id``."""
         return self._version
+
+    def derived(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """What ``build()`` computes from the memory's contents (a localisation index, registration's
+        features of a map level), kept under ``key`` until the contents change (:attr:`version`)."""
+        version, values = self._derived
+        if version != self._version:
+            values = {}
+            self._derived = (self._version, values)
+        if key not in values:
+            values[key] = build()
+        return values[key]
 
     def _writable(self) -> None:
         if self.read_only:

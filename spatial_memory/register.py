@@ -231,22 +231,19 @@ def _memory_side(
     mem, level: str, cfg: RegisterConfig, map_config: MapConfig | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(edge points, seen points, orientation histogram of the edges) of the memory's map of ``level``:
-    what registration needs of the memory, whatever the image. Cached on the memory per state
-    (``mem.version``: equal versions mean equal contents) and settings, so the images of one memory
-    (a question's four candidate maps, every question of a scene) reuse it."""
-    key = (level, cfg, map_config)
-    cache = getattr(mem, "_register_cache", None)
-    if cache is None or cache[0] != mem.version:
-        cache = mem._register_cache = (mem.version, {})
-    hit = cache[1].get(key)
-    if hit is None:
+    what registration needs of the memory, whatever the image. Kept by the memory until its contents
+    change (:meth:`SpatialMemory.derived`), so the images of one memory (a question's four candidate
+    maps, every question of a scene) reuse it."""
+
+    def build() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         pts, seen_pts = memory_features(mem, level, cfg, map_config)
         mframe = _memory_frame(mem, cfg.memory_mpp)
         mem_mask = np.zeros((mframe.height, mframe.width), dtype=bool)
         uv = mframe.world_to_pixel(pts).astype(np.int64)
         mem_mask[np.clip(uv[:, 1], 0, mframe.height - 1), np.clip(uv[:, 0], 0, mframe.width - 1)] = True
-        hit = cache[1][key] = (pts, seen_pts, _orientation_histogram(mem_mask))
-    return hit
+        return pts, seen_pts, _orientation_histogram(mem_mask)
+
+    return mem.derived(("register", level, cfg, map_config), build)
 
 
 def _memory_frame(mem, mpp: float) -> TopDownFrame:

@@ -149,23 +149,9 @@ def _tilt_prior(T: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 def map_index(mem, cfg: LocalizeConfig) -> MapIndex:
-    """The cached :class:`MapIndex` of ``mem`` (rebuilt when the memory changed or ``cfg`` differs)."""
-    reg = mem.registry.a
-    key = (
-        mem.n_frames,
-        len(mem.voxels),
-        len(mem.registry),
-        int(reg["n_obs"].sum()),
-        int(reg["box_n"].sum()),
-        len(mem.trajectory()[1]),
-        cfg,
-    )
-    cache = getattr(mem, "_localize_cache", None)
-    if cache is not None and cache[0] == key:
-        return cache[1]
-    idx = MapIndex(mem, cfg)
-    mem._localize_cache = (key, idx)
-    return idx
+    """The :class:`MapIndex` of ``mem`` under ``cfg``, kept by the memory until its contents change
+    (:meth:`SpatialMemory.derived`)."""
+    return mem.derived(("localize", cfg), lambda: MapIndex(mem, cfg))
 
 
 # ================================================================================ the scan

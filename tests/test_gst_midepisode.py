@@ -226,10 +226,9 @@ def test_registration_is_redone_when_the_live_memory_grows():
     later = answerer.registration(mem, image, "medium")
     assert later is not early
     assert answerer._localize(mem, view) is not loc  # a localisation is of one memory state too
-    # what registration caches of the memory itself (its map's points) is of the grown memory: the
-    # result is the one computed from scratch
-    del mem._register_cache
-    fresh = mem.register_topdown(image, "medium")
+    # what registration keeps of the memory itself (its map's points) is of the grown memory: the
+    # result is the one computed from scratch (a snapshot starts with nothing kept)
+    fresh = mem.snapshot().register_topdown(image, "medium")
     assert (fresh.scale, fresh.theta, fresh.score) == (later.scale, later.theta, later.score)
     assert later.score >= early.score - 0.05  # the fuller memory explains the map at least as well
     assert answerer.registration(mem.snapshot(), image, "medium") is later  # a snapshot is the same state

@@ -7,6 +7,7 @@ import pytest
 
 from spatial_memory import CameraFrame, LocalizeConfig, Localization, SpatialMemory, TopDownFrame
 from spatial_memory.geometry import camera_yaw, make_T, pose_from_xy_yaw, rot_z, wrap_deg
+from spatial_memory.scanmatch import map_index
 from spatial_memory.synthetic import (
     BoxScene,
     SceneBox,
@@ -166,12 +167,13 @@ def test_index_follows_the_memory():
     scene, mem, T_ow, rng = build(n_frames=12)
     f = views(scene, T_ow, np.random.default_rng(8), 1)[0]
     mem.localize(f)
-    key_before = mem._localize_cache[0]
+    before = map_index(mem, LocalizeConfig())
+    assert map_index(mem, LocalizeConfig()) is before  # kept while the memory is unchanged
     K = default_camera(SIZE, SIZE)
     for i, T in enumerate(apartment_tour(48)[12:24]):
         mem.integrate(reframe(scene.render(T, K, SIZE, SIZE, step=100 + i), T_ow))
     mem.localize(f)
-    assert mem._localize_cache[0] != key_before
+    assert map_index(mem, LocalizeConfig()) is not before
     # a snapshot localises the same way as the live memory
     np.testing.assert_allclose(mem.snapshot().localize(f).T_world_cam, mem.localize(f).T_world_cam)
 

@@ -95,7 +95,7 @@ def _locate_in_stream(stream: list[CameraFrame], poses: np.ndarray, boxes: dict[
     return np.median(np.concatenate(pts), axis=0)
 
 
-def content_key(*parts: Any) -> str:
+def _content_key(*parts: Any) -> str:
     """A digest of arrays (their dtype, shape and bytes) and plain values: two media with equal
     contents share it, whichever question or file they came from."""
     h = hashlib.blake2b(digest_size=16)
@@ -111,7 +111,7 @@ def content_key(*parts: Any) -> str:
 
 
 def _frame_key(frame: CameraFrame) -> str:
-    return content_key(
+    return _content_key(
         frame.rgb,
         frame.depth,
         np.asarray(frame.K),
@@ -328,7 +328,7 @@ class MemoryAnswerer:
         the state is ``memory.version``, which changes with every change of the memory (frames or boxes),
         so a live memory that grew between mid-episode checkpoints never reuses an early, partial
         registration; equal images shown by different questions are registered once."""
-        key = (memory.version, content_key(np.asarray(image)), level)
+        key = (memory.version, _content_key(np.asarray(image)), level)
         hit = self._registrations.get(key)
         if hit is None:
             if len(self._registrations) > 64:
