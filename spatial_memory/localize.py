@@ -32,7 +32,7 @@ the heading, (x, y, yaw); the camera's tilt and height are taken from the memory
    (more than 0.25 m or 6 degrees away): an ambiguous view (a blank wall, two identical rooms) gets a
    low confidence rather than a coin flip presented as certain.
 
-Everything derived from the memory (KD-tree, band grids, their FFTs: :class:`.scanmatch.MapIndex`)
+Everything derived from the memory (nearest-neighbour index, band grids, their FFTs: :class:`.scanmatch.MapIndex`)
 is built once per memory state and cached on the memory (rebuilt when it integrates more frames).
 The view and the correlative search live in :mod:`.scanmatch`; the knobs of both, :class:`LocalizeConfig`,
 in :mod:`.localize_config`.

@@ -371,6 +371,8 @@ def _coarse_search(
         size_m = np.maximum(hi_m - lo_m, 1e-6)
         c, sn = np.cos(th), np.sin(th)
         base = np.stack([c * pts[:, 0] - sn * pts[:, 1], -(sn * pts[:, 0] + c * pts[:, 1])], axis=1)
+        # the corner of base * s is base's corner * s, bit for bit: rounding x * s (s > 0) keeps the order
+        base_lo = base.min(axis=0)
         if wide:
             s_hi = float(np.min(size_t / size_m)) * (1.0 + cfg.scale_band)
             scales = s_hi * np.exp(np.arange(np.log(cfg.wide_scale), 1e-9, np.log1p(cfg.scale_step)))
@@ -378,8 +380,9 @@ def _coarse_search(
             s0 = float(np.sqrt(np.prod(size_t / size_m)))
             scales = s0 * (1.0 + np.arange(-cfg.scale_band, cfg.scale_band + 1e-9, cfg.scale_step))
         for s in scales:
+            lo = base_lo * s
             q = base * s
-            q -= q.min(axis=0)  # memory map's corner at (0, 0): the translation found is relative to it
+            q -= lo  # memory map's corner at (0, 0): the translation found is relative to it
             cc = np.floor(q / f).astype(np.int64)
             if cc[:, 0].max() >= fs[1] - cw or cc[:, 1].max() >= fs[0] - ch:
                 continue
@@ -388,9 +391,7 @@ def _coarse_search(
             corr = corr[:ch, :cw]
             k = int(np.argmax(corr))
             r, col = divmod(k, cw)
-            t = (
-                np.array([col * f, r * f], dtype=np.float64) - (base * s).min(axis=0) + 0.5 * f * 0
-            )  # memory corner -> pixel
+            t = np.array([col * f, r * f], dtype=np.float64) - lo  # memory corner -> pixel
             out.append((float(corr.flat[k]) / n, s, th, t))
     out.sort(key=lambda o: -o[0])
     return out

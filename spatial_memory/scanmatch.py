@@ -1,8 +1,8 @@
 """Correlative scan matching of a view against the memory (what :mod:`.localize` builds on).
 
 :class:`MapIndex` holds everything derived from one memory state, built once and cached on the memory
-(rebuilt when it integrates more): the occupied voxel centres above the floor and their KD-tree, the
-voxels' object labels (merged objects mapped to their survivor, unconfirmed detector objects to none),
+(rebuilt when it integrates more): the occupied voxel centres above the floor and their
+nearest-neighbour index (:mod:`.nearest`), the voxels' object labels (merged objects mapped to their survivor, unconfirmed detector objects to none),
 the memory objects' categories and centroids, and per height band a likelihood field of the occupied
 cells with its FFT, plus the free space where a camera may stand.
 
@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import fft as sfft
 from scipy import ndimage
-from scipy.spatial import cKDTree
 
 from .frame import CameraFrame
 from .geometry import camera_yaw, rot_z, wrap_angle
 from .localize_config import LocalizeConfig
+from .nearest import GridIndex
 
 
 # ================================================================================ the map index
@@ -65,7 +65,7 @@ class MapIndex:
             self.obj_cat_id = np.zeros(1, dtype=np.int64)
         if self.empty:
             return
-        self.tree = cKDTree(self.centres)
+        self.tree = GridIndex(self.centres)
         # ---- 2D grids of the correlative search
         cs = cfg.cell
         lo = np.minimum(c[:, :2].min(axis=0), T[:, :2, 3].min(axis=0) if len(T) else np.inf) - 0.5
@@ -113,11 +113,11 @@ class MapIndex:
             self.free[rc[:, 0], rc[:, 1]] = True
 
     def object_tree(self, o: int):
-        """(KD-tree, centres) of the voxels voted to memory object ``o`` (None when it has fewer than 5)."""
+        """(nearest-neighbour index, centres) of the voxels voted to memory object ``o`` (None when it has fewer than 5)."""
         cache = self.__dict__.setdefault("_object_trees", {})
         if o not in cache:
             cen = self.centres[self.labels == o]
-            cache[o] = (cKDTree(cen), cen) if len(cen) >= 5 else None
+            cache[o] = (GridIndex(cen), cen) if len(cen) >= 5 else None
         return cache[o]
 
     def _cells(self, xy: np.ndarray) -> np.ndarray:

@@ -1,7 +1,7 @@
 """``vla-gst``: generate GST-Bench questions, answer them with an agent, score any predictions.
 
     vla-gst generate env=house split=test scenes=20 out=DIR [backend=ray ray.address=auto]
-    vla-gst eval agent=random|memory questions=DIR out=OUT [perception=gt|realistic|harsh|learned]
+    vla-gst eval agent=random|memory questions=DIR out=OUT [perception=gt|realistic|harsh|learned] [workers=N]
     vla-gst score questions=DIR predictions=FILE out=OUT
     vla-gst export questions=DIR out=DIR [answers=FILE] [perception=...]   # for outside models, no answers
     vla-gst score answers=FILE predictions=FILE out=OUT                  # ... scored against the private file
@@ -252,11 +252,11 @@ def evaluate_questions(cfg: dict[str, Any]) -> dict[str, Any]:
     questions = load_questions(cfg["questions"])
     out = Path(cfg["out"])
     out.mkdir(parents=True, exist_ok=True)
-    from vla.agents.base import Seedable
 
     agent = make_agent(cfg["agent"], seed=0)  # checks the protocol, answer() included
     from envs.perception import perception_profile
 
+    from .answer_pool import answer_in_workers, answer_one
     from .sensors import sensors_for
 
     profile = perception_profile(cfg.get("perception"))
@@ -266,26 +266,30 @@ def evaluate_questions(cfg: dict[str, Any]) -> dict[str, Any]:
 
     holds = "predictions of another agent or perception profile"
     check_identity(out, run, holds, compare=("perception", "agent"))  # the question set is a note
+    workers = cfg.get("workers", 1)
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
     ppath = out / "predictions.jsonl"
     done = {r["id"] for r in _read_jsonl_tolerant(ppath)}
     todo = [q for q in questions if q.id not in done]
-    with open(ppath, "a") as fh:
-        for q in tqdm(
-            todo,
-            desc=f"answering ({cfg['agent']['name']})",
-            disable=not cfg["progress"],
-            file=sys.stderr,
-            initial=len(done),
-            total=len(questions),
-        ):
-            if isinstance(agent, Seedable):
-                agent.seed((0, zlib.crc32(q.id.encode())))
-            try:
-                text = agent.answer(q.for_agent(sensors))
-                error = None
-            except Exception as exc:  # noqa: BLE001 - an answer that fails scores 0; the run goes on
-                text, error = None, f"{type(exc).__name__}: {exc}"
-            _append_jsonl(fh, {"id": q.id, "prediction": text, **({"error": error} if error else {})})
+    bar = tqdm(
+        total=len(questions),
+        initial=len(done),
+        desc=f"answering ({cfg['agent']['name']})",
+        disable=not cfg["progress"],
+        file=sys.stderr,
+    )
+    with open(ppath, "a") as fh, bar:
+
+        def on_row(row: dict[str, Any]) -> None:
+            _append_jsonl(fh, row)
+            bar.update(1)
+
+        if workers > 1 and len(todo) > 1:
+            answer_in_workers(cfg, todo, workers, on_row)
+        else:
+            for q in todo:
+                on_row(answer_one(agent, q, sensors))
     return score_files(cfg["questions"], ppath, out, cfg.get("bootstrap", 1000), label=cfg["agent"]["name"])
 
 
