@@ -451,7 +451,7 @@ def _score(
     proj[vi[inside] - r0, ui[inside] - c0] = True
     area = np.zeros_like(proj)
     area[sv[sin_] - r0, su[sin_] - c0] = True
-    area = ndimage.binary_dilation(area, iterations=grow) | proj
+    area = _grown(area, grow) | proj
     wanted = tg.edges[r0:r1, c0:c1] & area
     if wanted.sum() < 10:
         return 0.0, fwd, 0.0
@@ -461,6 +461,15 @@ def _score(
     chance = float(near[area].mean())
     cov = (float(near[wanted].mean()) - chance) / max(1.0 - chance, 1e-6)
     return float(np.sqrt(max(fwd, 0.0) * max(cov, 0.0))), float(fwd), float(cov)
+
+
+def _grown(mask: np.ndarray, r: int) -> np.ndarray:
+    """``mask`` dilated ``r`` times by the 4-neighbour cross (``ndimage.binary_dilation(mask,
+    iterations=r)``): the pixels within city-block distance ``r`` of it, which one distance transform
+    finds in two passes instead of ``r``."""
+    if not mask.any():
+        return mask.copy()
+    return ndimage.distance_transform_cdt(~mask, metric="taxicab") <= r
 
 
 def register_topdown(

@@ -1,5 +1,5 @@
 """The compiled loops of top-down registration (spatial_memory/_register_kernels.py) against the numpy
-they replaced, written out here as the reference: the similarity ICP and the near-distance weights."""
+they replaced, written out here as the reference: the similarity ICP, the near-distance weights and the grown observed area."""
 
 from __future__ import annotations
 
@@ -107,3 +107,15 @@ def test_near_distances_are_the_distance_transform_below_the_radius():
         # so the weight the score reads is bit for bit the one from the full transform
         w_ref = np.clip(1.0 - (edt / 4.0) ** 2, 0.0, 1.0)
         assert np.array_equal(np.clip(1.0 - (np.sqrt(d2.astype(np.float64)) / 4.0) ** 2, 0.0, 1.0), w_ref)
+
+
+def test_grown_area_is_the_iterated_cross_dilation():
+    """The score's observed area grown by one distance transform equals `grow` dilations by the cross."""
+    from spatial_memory.register import _grown
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        h, w = rng.integers(1, 90, size=2)
+        mask = rng.random((h, w)) < rng.choice([0.0, 0.002, 0.02, 0.2, 0.6])
+        r = int(rng.integers(1, 12))
+        assert np.array_equal(_grown(mask, r), ndimage.binary_dilation(mask, iterations=r)), (h, w, r)
