@@ -1,5 +1,6 @@
 """The compiled loops of top-down registration (spatial_memory/_register_kernels.py) against the numpy
-they replaced, written out here as the reference: the similarity ICP, the near-distance weights and the grown observed area."""
+they replaced, written out here as the reference: the similarity ICP, the near-distance weights and
+the grown observed area."""
 
 from __future__ import annotations
 
