@@ -2,9 +2,10 @@
 
 :class:`MapIndex` holds everything derived from one memory state, built once and cached on the memory
 (rebuilt when it integrates more): the occupied voxel centres above the floor and their
-nearest-neighbour index (:mod:`.nearest`), the voxels' object labels (merged objects mapped to their survivor, unconfirmed detector objects to none),
-the memory objects' categories and centroids, and per height band a likelihood field of the occupied
-cells with its FFT, plus the free space where a camera may stand.
+nearest-neighbour index (:mod:`.nearest`), the voxels' object labels (merged objects mapped to their
+survivor, unconfirmed detector objects to none), the memory objects' categories and centroids, and
+per height band a likelihood field of the occupied cells with its FFT, plus the free space where a
+camera may stand.
 
 :func:`view_scan` turns a view into a :class:`Scan` in the *level* frame (camera above the origin,
 floor at z = 0): structure points with normals and instance ids, free-space samples along the rays
@@ -113,7 +114,8 @@ class MapIndex:
             self.free[rc[:, 0], rc[:, 1]] = True
 
     def object_tree(self, o: int):
-        """(nearest-neighbour index, centres) of the voxels voted to memory object ``o`` (None when it has fewer than 5)."""
+        """(nearest-neighbour index, centres) of the voxels voted to memory object ``o`` (None when it
+        has fewer than 5)."""
         cache = self.__dict__.setdefault("_object_trees", {})
         if o not in cache:
             cen = self.centres[self.labels == o]
