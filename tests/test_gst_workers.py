@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from vla.gst.answer_pool import answer_in_workers, share_out, stream_key
+from vla.gst.answer_pool import WorkerFailed, answer_in_workers, share_out, stream_key
 from vla.gst.cli import main as gst_main
 
 
@@ -73,7 +73,7 @@ def test_a_failing_worker_stops_the_run_with_its_reason(tmp_path):
     cfg = compose("gst", ["agent=memory", f"questions={tmp_path / 'nowhere'}"])
     qs = [SimpleNamespace(id="a", media={"stream": "s1"}), SimpleNamespace(id="b", media={"stream": "s2"})]
     rows = []
-    with pytest.raises(RuntimeError, match="question worker failed"):
+    with pytest.raises(WorkerFailed, match="question worker failed"):
         answer_in_workers(cfg, qs, 2, rows.append)
     assert rows == []
 

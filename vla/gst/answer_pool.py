@@ -23,6 +23,10 @@ from typing import Any, Callable, Iterable
 _DONE = "__worker_done__"
 
 
+class WorkerFailed(RuntimeError):
+    """A question worker stopped before answering its share (its reason in the message)."""
+
+
 def answer_one(agent: Any, question: Any, sensors: Any) -> dict[str, Any]:
     """The prediction row of one question: the agent seeded by the question's id, an exception scored
     as no answer (the run goes on)."""
@@ -101,11 +105,11 @@ def answer_in_workers(
             except queue.Empty:
                 dead = [p for p in procs if p.exitcode not in (None, 0)]
                 if dead:
-                    raise RuntimeError(f"a question worker died (exit code {dead[0].exitcode})") from None
+                    raise WorkerFailed(f"a question worker died (exit code {dead[0].exitcode})") from None
                 continue
             if _DONE in row:
                 if not row[_DONE]:
-                    raise RuntimeError(f"a question worker failed: {row['error']}")
+                    raise WorkerFailed(f"a question worker failed: {row['error']}")
                 running -= 1
             else:
                 on_row(row)

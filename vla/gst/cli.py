@@ -403,6 +403,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("vla-gst: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
+    except RuntimeError as exc:
+        from .answer_pool import WorkerFailed
+
+        if not isinstance(exc, WorkerFailed):
+            raise
+        print(f"vla-gst: error: {exc}; the answers so far are kept: run the same command to resume", file=sys.stderr)
+        return 1
     return 0
 
 
