@@ -38,7 +38,7 @@ class GridIndex:
         self.bucket = float(bucket)
         if self.n == 0:
             self.origin = np.zeros(3)
-            self.start = np.zeros((1, 1, 2), dtype=np.int64)
+            self.start = np.zeros(2, dtype=np.int64)  # one empty bucket
             self.shape = np.ones(3, dtype=np.int64)
             self.points = np.zeros((0, 3))
             self.order = np.zeros(0, dtype=np.int64)

@@ -60,14 +60,13 @@ def share_out(questions: Iterable[Any], workers: int) -> list[list[str]]:
 
 
 def _worker(cfg: dict[str, Any], ids: list[str], out: Any) -> None:
-    import os
-
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
     try:
         from vla.agents import make_agent
         from vla.questions.question import load_questions
 
-        agent, sensors = make_agent(cfg["agent"], seed=0), _sensors(cfg)
+        from .sensors import sensors_of_config
+
+        agent, (_, sensors) = make_agent(cfg["agent"], seed=0), sensors_of_config(cfg)
         by_id = {q.id: q for q in load_questions(cfg["questions"])}
         for i in ids:
             out.put(answer_one(agent, by_id[i], sensors))
@@ -75,14 +74,6 @@ def _worker(cfg: dict[str, Any], ids: list[str], out: Any) -> None:
         out.put({_DONE: False, "error": f"{type(exc).__name__}: {exc}"})
         raise
     out.put({_DONE: True})
-
-
-def _sensors(cfg: dict[str, Any]) -> Any:
-    from envs.perception import perception_profile
-
-    from .sensors import sensors_for
-
-    return sensors_for(perception_profile(cfg.get("perception")), cfg["env"]["name"])
 
 
 def answer_in_workers(

@@ -254,13 +254,10 @@ def evaluate_questions(cfg: dict[str, Any]) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
 
     agent = make_agent(cfg["agent"], seed=0)  # checks the protocol, answer() included
-    from envs.perception import perception_profile
-
     from .answer_pool import answer_in_workers, answer_one
-    from .sensors import sensors_for
+    from .sensors import sensors_of_config
 
-    profile = perception_profile(cfg.get("perception"))
-    sensors = sensors_for(profile, cfg["env"]["name"])  # what the agent's sensors make of the sensor media
+    profile, sensors = sensors_of_config(cfg)  # what the agent's sensors make of the sensor media
     run = {"perception": profile.to_dict(), "agent": cfg["agent"], "questions": str(cfg["questions"])}
     from vla.eval.identity import check_identity
 
@@ -330,20 +327,17 @@ def score_files(
 
 
 def export_questions(cfg: dict[str, Any]) -> dict[str, Any]:
-    from envs.perception import perception_profile
-
     from .export import export
-    from .sensors import sensors_for
+    from .sensors import sensors_of_config
 
     if not cfg.get("questions"):
         raise ValueError("export needs questions=DIR (a directory with questions.jsonl) and out=DIR")
-    profile = perception_profile(cfg.get("perception"))
     return export(
         cfg["questions"],
         cfg["out"],
         answers=cfg.get("answers"),
         seed=int(cfg.get("export_seed", 0)),
-        sensors=sensors_for(profile, cfg["env"]["name"]),
+        sensors=sensors_of_config(cfg)[1],
         streams=bool(cfg.get("export_streams", True)),
         tds=str(cfg.get("export_tds", "apart")),
         tds_share=float(cfg.get("export_tds_share", 0.5)),

@@ -78,4 +78,13 @@ def sensors_for(profile: PerceptionProfile, family: str = "house") -> AgentSenso
     return AgentSensors(profile, categories(family))
 
 
-__all__ = ["AgentSensors", "reorigin", "sensors_for", "np"]
+def sensors_of_config(cfg: dict[str, Any]) -> tuple[PerceptionProfile, AgentSensors | None]:
+    """(perception profile, sensors) of a ``vla-gst`` config (``perception=``, ``env.name``): what
+    ``eval`` (in every worker process too) and ``export`` give the agent."""
+    from envs.perception import perception_profile
+
+    profile = perception_profile(cfg.get("perception"))
+    return profile, sensors_for(profile, cfg["env"]["name"])
+
+
+__all__ = ["AgentSensors", "reorigin", "sensors_for", "sensors_of_config", "np"]
