@@ -338,9 +338,16 @@ class SpatialMemory:
 
     def objects_by_category(self, category: str) -> list[MemoryObject]:
         """The objects whose category matches ``category`` after :func:`.queries.normalise_category`
-        (``"teddy bear"`` finds ``teddy_bear``), in memory order; [] when there is none."""
+        (``"teddy bear"`` finds ``teddy_bear``), in memory order; [] when there is none. Like
+        :meth:`objects`, only the confirmed ones: in detector mode a detection the later views did not
+        repeat (a false positive) is not an object yet, and a merged-away object is none."""
         key = normalise_category(category)
-        return [self.registry.view(o) for o, c in enumerate(self.registry.categories) if normalise_category(c) == key]
+        ok = self.registry.confirmed()
+        return [
+            self.registry.view(o)
+            for o, c in enumerate(self.registry.categories)
+            if ok[o] and normalise_category(c) == key
+        ]
 
     def occupancy2d(
         self,

@@ -523,3 +523,28 @@ def test_harsh_sensors_need_more_obstacle_evidence():
     assert MemoryNavigator().config.occupancy_bands.min_hits == 1  # no profile applied: every hit counts
     with pytest.raises(ValueError, match="min_obstacle_hits"):
         NavigatorConfig(min_obstacle_hits=-1)
+
+
+def test_harsh_grid_drops_obstacle_specks():
+    """Under ``harsh`` obstacle patches of fewer than 10 cells are depth noise (each one's lethal disc closed
+    corridors); walls and furniture stay. Other profiles keep every cell; a value set explicitly stays."""
+    from vla.agents.memory import MemoryAgent
+    from vla.agents.navigation.grid import drop_specks
+
+    def cells(**options) -> int:
+        return MemoryAgent(**options).navigator.config.min_obstacle_cells
+
+    assert cells(perception="harsh") == 10
+    assert cells(perception="realistic") == cells(perception="gt") == 1
+    assert cells(perception="harsh", navigator={"min_obstacle_cells": 2}) == 2
+    with pytest.raises(ValueError, match="min_obstacle_cells"):
+        NavigatorConfig(min_obstacle_cells=-1)
+    obstacle = np.zeros((20, 20), dtype=bool)
+    obstacle[0, :] = True  # a wall
+    obstacle[5:8, 5:7] = True  # a 6-cell patch (a table leg pair)
+    obstacle[12, 12] = obstacle[13, 13] = True  # two diagonal specks: one 2-cell patch
+    obstacle[17, 3] = True
+    out = drop_specks(obstacle, 6)
+    assert out[0, :].all() and out[5:8, 5:7].all()
+    assert out.sum() == 20 + 6
+    assert (drop_specks(obstacle, 1) == obstacle).all()

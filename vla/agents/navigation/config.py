@@ -15,6 +15,12 @@ from spatial_memory.strict import from_dict
 # (``min_obstacle_hits = 0`` leaves it to the profile): the ``harsh`` depth scatters single-hit voxels
 # through free space, which the inflation turned into a lethal carpet around the base (docs/NAVIGATION.md).
 OBSTACLE_HITS = {"gt": 1, "realistic": 1, "harsh": 3}
+# Cells an 8-connected patch of obstacle cells needs before the grid keeps it, per perception profile
+# (``min_obstacle_cells = 0`` leaves it to the profile): even with 3 hits the ``harsh`` depth leaves isolated
+# specks of 1-5 cells on the free floor, and each one's lethal disc (0.3 m) closes corridors and doorways;
+# walls and furniture are large patches (a small real obstacle the grid drops is left to the bump sensor).
+# 10 on val (800000-800007, perception seeds 0 and 1): 3, 6, 10, 20 cells reached 4/8, 8/16, 10/16, 10/16.
+OBSTACLE_CELLS = {"gt": 1, "realistic": 1, "harsh": 10}
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,7 @@ class NavigatorConfig:
     obstacle_band_m: tuple[float, float] = (0.1, 2.3)  # voxel centres in this height band are obstacles
     floor_max_z_m: float = 0.05  # voxel centres below this are floor
     min_obstacle_hits: int = 0  # hits an obstacle voxel needs; 0 = by the perception profile (OBSTACLE_HITS)
+    min_obstacle_cells: int = 0  # cells an 8-connected obstacle patch needs; 0 = by the profile (OBSTACLE_CELLS)
     scan_max_m: float = 8.0  # free-space rays of the depth image, up to this range
     scan_margin_m: float = 0.1  # stop a free-space ray this short of the first obstacle pixel
     scan_col_stride: int = 4
@@ -93,6 +100,10 @@ class NavigatorConfig:
             raise ValueError(
                 f"NavigatorConfig.min_obstacle_hits must be >= 0 (0 = by perception), got {self.min_obstacle_hits}"
             )
+        if self.min_obstacle_cells < 0:
+            raise ValueError(
+                f"NavigatorConfig.min_obstacle_cells must be >= 0 (0 = by perception), got {self.min_obstacle_cells}"
+            )
         if self.approach_max_m < self.approach_m or self.approach_m <= 0:
             raise ValueError("NavigatorConfig needs 0 < approach_m <= approach_max_m")
         object.__setattr__(self, "obstacle_band_m", (float(lo), float(hi)))
@@ -106,10 +117,11 @@ class NavigatorConfig:
 
     def for_perception(self, profile: str) -> "NavigatorConfig":
         """This config with what it leaves to the perception profile filled in (``min_obstacle_hits = 0``:
-        :data:`OBSTACLE_HITS`, 1 for a profile not listed); values set explicitly stay."""
-        if self.min_obstacle_hits > 0:
-            return self
-        return replace(self, min_obstacle_hits=OBSTACLE_HITS.get(profile, 1))
+        :data:`OBSTACLE_HITS`, ``min_obstacle_cells = 0``: :data:`OBSTACLE_CELLS`, 1 for a profile not
+        listed); values set explicitly stay."""
+        hits = self.min_obstacle_hits or OBSTACLE_HITS.get(profile, 1)
+        cells = self.min_obstacle_cells or OBSTACLE_CELLS.get(profile, 1)
+        return replace(self, min_obstacle_hits=hits, min_obstacle_cells=cells)
 
     @property
     def occupancy_bands(self) -> OccupancyBands:

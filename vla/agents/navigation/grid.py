@@ -71,6 +71,17 @@ class OccupancyGrid:
         return ~self.known
 
 
+def drop_specks(obstacle: np.ndarray, min_cells: int) -> np.ndarray:
+    """``obstacle`` without its 8-connected patches of fewer than ``min_cells`` cells (depth noise that
+    survived the hit count); unchanged for ``min_cells <= 1``."""
+    if min_cells <= 1 or not obstacle.any():
+        return obstacle
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(obstacle.astype(np.uint8), connectivity=8)
+    keep = stats[:, cv2.CC_STAT_AREA] >= min_cells
+    keep[0] = False  # background
+    return keep[labels]
+
+
 def cost_map(
     obstacle: np.ndarray, known: np.ndarray, res: float, cfg: NavigatorConfig, suspect: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:

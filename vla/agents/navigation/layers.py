@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .config import NavigatorConfig
-from .grid import GridWindow, OccupancyGrid, cost_map, scan_rays
+from .grid import GridWindow, OccupancyGrid, cost_map, drop_specks, scan_rays
 
 LAYERS = ("scan_free", "visited", "bump", "suspect", "fr_black", "goal_black")
 
@@ -108,7 +108,7 @@ class NavLayers:
         occ = memory.occupancy2d(
             self.lattice, (H, W), bands, offset=(r0, c0), exclude=None if target is None else target.id
         )
-        obstacle = occ.obstacle
+        obstacle = drop_specks(occ.obstacle, cfg.min_obstacle_cells)
         known = occ.floor | self.scan_free[r0:r1, c0:c1] | self.visited[r0:r1, c0:c1] | obstacle
         suspect = self.suspect[r0:r1, c0:c1] & ~known
         cost, clearance = cost_map(obstacle, known, res, cfg, suspect)
