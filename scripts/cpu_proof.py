@@ -58,6 +58,13 @@ def main() -> int:
     ap.add_argument("--val-scenes", type=int, default=10)
     ap.add_argument("--test-scenes", type=int, default=20)
     ap.add_argument("--train-scenes", type=int, default=40, help="gst: train apartments of the question set")
+    ap.add_argument(
+        "--gst-ego-weight",
+        type=float,
+        default=0.0,
+        help="gst: sample the four egocentric subtasks' questions this many times as often as the whole set "
+        "(a mixture of the two; 0: the whole set alone)",
+    )
     ap.add_argument("--suite", default="libero_object", help="libero: the suite")
     ap.add_argument("--task", type=int, default=0, help="libero: the task of the suite")
     ap.add_argument("--recipe", default="oft", choices=sorted(RECIPES), help="libero: the policy's inputs and decoding")

@@ -12,6 +12,20 @@ from pathlib import Path
 
 from proof_common import BIN, _mean, budget, checkpoints, choose, only, run
 
+EGO = ("EDv", "EDs", "EDistv", "EDists")  # answered by one row of the memory's object table
+
+
+def _ego_mixture(questions: Path, weight: float, cache: Path | None) -> list[str]:
+    """``data`` overrides that sample the egocentric subtasks' questions ``weight`` times as often as the
+    whole set (a mixture of the two sources; ``[]`` when ``weight`` is 0)."""
+    if weight < 0:
+        raise SystemExit(f"--gst-ego-weight must be >= 0, got {weight}")
+    if not weight:
+        return []
+    part = f"kind: gst_qa, paths: [{questions}], val_fraction: 0" + (f", cache_dir: {cache}" if cache else "")
+    ego = f"{{{part}, key: gst_qa_ego, tasks: [{', '.join(EGO)}], weight: {weight}}}"
+    return ["data.kind=mixture", f"data.parts=[{ego}, {{{part}, weight: 1.0}}]"]
+
 
 def gst(a) -> dict:
     R = Path(a.root)
@@ -53,7 +67,9 @@ def gst(a) -> dict:
     ]
     if a.stage in ("all", "train"):
         for arm, extra in arms.items():
-            run([str(BIN / "vla-train"), *common, *extra, f"out={R / 'train' / arm}"], R / f"logs/train_{arm}.log")
+            mix = _ego_mixture(R / "questions" / "train", a.gst_ego_weight, R / "stream_cache" if arm == "memory" else None)
+            cmd = [str(BIN / "vla-train"), *common, *extra, *mix, f"out={R / 'train' / arm}"]
+            run(cmd, R / f"logs/train_{arm}.log")
     results: dict = {"val": {}, "test": {}}
     if a.stage in ("all", "select", "test", "table") and a.select == "val":
         for arm in arms:

@@ -13,6 +13,7 @@ from envs.observation import Observation
 from vla.data import GSTQASource
 from vla.policy.stream_memory import StreamMemoryCache, question_entries, stream_memory_entries
 from vla.questions.question import load_questions, load_stream, save_stream
+from vla.questions.subtasks import SUBTASKS
 from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 
 
@@ -187,3 +188,25 @@ def test_gst_training_shares_the_stream_cache(gst, tmp_path):
         for a, b in zip(t.images, s.images):
             np.testing.assert_array_equal(a, b)
     assert again._cache.fused == 0
+
+
+def test_some_subtasks_kept_and_weighted_up_in_a_mixture(gst, tmp_path):
+    from vla.train.config import DataConfig
+    from vla.train.data import build_sources
+
+    every = load_questions(gst)
+    ego = GSTQASource(gst, subtasks=["EDv", "EDs"])
+    kept = [q.id for q in every if q.subtask in ("EDv", "EDs")]
+    assert 0 < len(ego) == len(kept) < len(every)
+    assert [ego.question(i).id for i in range(len(ego))] == kept
+    with pytest.raises(ValueError, match="subset of"):
+        GSTQASource(gst, subtasks=["EDv", "Nope"])
+    missing = next(s for s in SUBTASKS if s not in {q.subtask for q in every})
+    with pytest.raises(ValueError, match="holds no questions of subtasks"):
+        GSTQASource(gst, subtasks=[missing])
+    part = {"kind": "gst_qa", "paths": [str(gst)], "val_fraction": 0}
+    cfg = DataConfig.from_dict(
+        {"kind": "mixture", "parts": [{**part, "tasks": ["EDv", "EDs"], "weight": 3.0}, {**part, "weight": 1.0}]}
+    )
+    train, _, weights, _ = build_sources(cfg, 1, None, tmp_path / "cache", 0)
+    assert [len(s) for s in train] == [len(kept), len(every)] and weights == [3.0, 1.0]

@@ -22,6 +22,9 @@ memory localises it) and led by its target as the memory resolves it
 (:func:`~vla.policy.stream_memory.question_entries`). Current view, map and options stay. Each
 stream is fused once (:class:`~vla.policy.stream_memory.StreamMemoryCache`; on disk under
 ``cache_dir`` when given, so data-loader workers and later runs share it).
+
+``subtasks`` keeps the questions of some subtasks only (``data.tasks``): with a mixture of two such
+sources a training run weights some subtasks up.
 """
 
 from __future__ import annotations
@@ -55,11 +58,19 @@ class GSTQASource(SceneQuestions):
         memory: MemoryInputsConfig | dict | None = None,
         max_video_frames: int = 8,
         cache_dir: str | Path | None = None,
+        subtasks: list[str] | None = None,
     ) -> None:
         root = Path(questions_dir)
         questions = load_questions(root)
         if not questions:
             raise ValueError(f"{root / 'questions.jsonl'} holds no questions")
+        if subtasks is not None:
+            unknown = sorted(set(subtasks) - set(SUBTASKS))
+            if unknown or not subtasks:
+                raise ValueError(f"GST subtasks must be a non-empty subset of {list(SUBTASKS)}, got {list(subtasks)}")
+            questions = [q for q in questions if q.subtask in set(subtasks)]
+            if not questions:
+                raise ValueError(f"{root / 'questions.jsonl'} holds no questions of subtasks {list(subtasks)}")
         rows = []
         for q in questions:
             self._check(root, q, memory is not None)

@@ -23,8 +23,8 @@ DATA_KINDS = ("demos", "gst_qa", "spatial", "mixture")
 class DataConfig:
     """Where samples come from. ``kind=demos``: recorded demonstrations (``record=`` files or the official
     LIBERO HDF5) under ``paths``; ``gst_qa``: GST question sets (``vla-gst generate`` directories) as
-    visual QA; ``spatial``: spatial-perception question sets (``vla-data spatial`` split directories,
-    ``tasks`` keeps some task types); ``mixture``: ``parts``, each a dict of these fields plus ``weight``.
+    visual QA (``tasks`` keeps some subtasks); ``spatial``: spatial-perception question sets
+    (``vla-data spatial`` split directories, ``tasks`` keeps some task types); ``mixture``: ``parts``, each a dict of these fields plus ``weight``.
     Memory inputs for
     demonstrations (``memory``: MemoryInputsConfig fields; None = off unless the policy reads the memory)
     are computed by replaying each episode through the memory transform, cached in ``cache_dir``."""
@@ -41,7 +41,7 @@ class DataConfig:
     memory: dict[str, Any] | None = None
     cache_dir: str | None = None  # memory-input cache (default: <out>/memory_cache)
     max_video_frames: int = 8  # gst_qa: video frames shown without memory inputs
-    tasks: list[str] | None = None  # spatial: the task types kept (None: all)
+    tasks: list[str] | None = None  # spatial: the task types kept; gst_qa: the subtasks kept (None: all)
     parts: list[dict[str, Any]] = field(default_factory=list)
     weight: float = 1.0
 

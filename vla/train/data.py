@@ -39,7 +39,14 @@ def build_source(
             raise ValueError(f"data.kind=gst_qa reads one question directory, got paths={cfg.paths}")
         cache = (Path(cfg.cache_dir) if cfg.cache_dir else cache_root) if mem_cfg is not None else None
         frames = cfg.max_video_frames
-        return GSTQASource(cfg.paths[0], cfg.key or "gst_qa", memory=mem_cfg, max_video_frames=frames, cache_dir=cache)
+        return GSTQASource(
+            cfg.paths[0],
+            cfg.key or "gst_qa",
+            memory=mem_cfg,
+            max_video_frames=frames,
+            cache_dir=cache,
+            subtasks=cfg.tasks,
+        )
     if cfg.kind == "spatial":
         from vla.data.spatial_qa import SpatialQASource
 
