@@ -548,3 +548,33 @@ def test_harsh_grid_drops_obstacle_specks():
     assert out[0, :].all() and out[5:8, 5:7].all()
     assert out.sum() == 20 + 6
     assert (drop_specks(obstacle, 1) == obstacle).all()
+
+
+def test_the_navigators_grid_leaves_out_obstacle_specks_of_the_memory():
+    """The step's grid (``NavLayers.grid``) reads the memory's obstacles through ``drop_specks``: a 5 cm post
+    (a few cells, what one noisy depth pixel leaves under ``harsh``) is dropped at ``min_obstacle_cells=10``
+    and kept at 1; the crate (~70 cells) stays either way. A real memory, fused from a ray-cast frame."""
+    from spatial_memory import SpatialMemory
+    from spatial_memory.geometry import make_T
+    from spatial_memory.synthetic import BoxScene, SceneBox, default_camera
+    from vla.agents.navigation.layers import NavLayers
+
+    floor = SceneBox(np.array([1.0, 0.5, -0.05]), np.array([8.0, 8.0, 0.1]), category="floor")
+    crate = SceneBox(np.array([0.5, 0.5, 0.3]), np.array([0.4, 0.35, 0.6]), category="crate", instance_id=5)
+    post = SceneBox(np.array([1.6, 0.5, 0.3]), np.array([0.05, 0.05, 0.6]), category="post", instance_id=6)
+    scene = BoxScene([floor, crate, post], bounds=(-3.0, -3.5, 5.0, 4.5))
+    R = np.array([[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.0, 0.0, -1.0]])  # looking straight down
+    memory = SpatialMemory(0.05)
+    memory.integrate(scene.render(make_T(R, np.array([1.0, 0.5, 2.5])), default_camera(256, 256), 256, 256))
+
+    def obstacle_cells(min_cells: int) -> tuple[int, int]:
+        layers = NavLayers(NavigatorConfig(min_obstacle_hits=1, min_obstacle_cells=min_cells))
+        grid = layers.grid(memory)
+        _, cols = np.nonzero(grid.obstacle)
+        near_post = np.abs(grid.window.x0 + (cols + 0.5) * grid.window.res - 1.6) < 0.15
+        return int((~near_post).sum()), int(near_post.sum())
+
+    crate_all, post_all = obstacle_cells(1)
+    crate_big, post_big = obstacle_cells(10)
+    assert crate_all >= 50 and 1 <= post_all < 10  # both seen ...
+    assert crate_big == crate_all and post_big == 0  # ... the post alone dropped
