@@ -67,7 +67,9 @@ def gst(a) -> dict:
     ]
     if a.stage in ("all", "train"):
         for arm, extra in arms.items():
-            mix = _ego_mixture(R / "questions" / "train", a.gst_ego_weight, R / "stream_cache" if arm == "memory" else None)
+            mix = _ego_mixture(
+                R / "questions" / "train", a.gst_ego_weight, R / "stream_cache" if arm == "memory" else None
+            )
             cmd = [str(BIN / "vla-train"), *common, *extra, *mix, f"out={R / 'train' / arm}"]
             run(cmd, R / f"logs/train_{arm}.log")
     results: dict = {"val": {}, "test": {}}

@@ -210,3 +210,27 @@ def test_some_subtasks_kept_and_weighted_up_in_a_mixture(gst, tmp_path):
     )
     train, _, weights, _ = build_sources(cfg, 1, None, tmp_path / "cache", 0)
     assert [len(s) for s in train] == [len(kept), len(every)] and weights == [3.0, 1.0]
+
+
+def test_the_copy_probe_reads_the_answer_off_the_memory_table(gst, tmp_path):
+    """scripts/probe_gst_copy.py: the egocentric questions' object table holds their answer in its
+    ``[target]`` row (gt perception: the rule scores 100, as the memory agent does), and two steps of the
+    text-only probe run and score every val question as the benchmark does."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from probe_gst_copy import EGO, main
+
+    root = tmp_path / "proof"
+    (root / "questions").mkdir(parents=True)
+    for split in ("train", "val"):
+        (root / "questions" / split).symlink_to(gst)
+    assert main(["--root", str(root), "--steps", "2", "--batch", "2", "--eval-every", "2"]) == 0
+    out = json.loads((root / "probe_copy.json").read_text())
+    ego = [q for q in load_questions(gst) if q.subtask in EGO]
+    assert out["train"] == out["val"] == len(ego) > 0
+    assert set(out["table_rule"]) == {q.subtask for q in ego} and set(out["table_rule"].values()) == {100.0}
+    scores = out["val_scores"]["2"]
+    assert set(scores) == set(out["table_rule"]) and all(0 <= v <= 100 for v in scores.values())
+    assert [c["step"] for c in out["curve"]] == [2]

@@ -24,10 +24,10 @@ class DataConfig:
     """Where samples come from. ``kind=demos``: recorded demonstrations (``record=`` files or the official
     LIBERO HDF5) under ``paths``; ``gst_qa``: GST question sets (``vla-gst generate`` directories) as
     visual QA (``tasks`` keeps some subtasks); ``spatial``: spatial-perception question sets
-    (``vla-data spatial`` split directories, ``tasks`` keeps some task types); ``mixture``: ``parts``, each a dict of these fields plus ``weight``.
-    Memory inputs for
-    demonstrations (``memory``: MemoryInputsConfig fields; None = off unless the policy reads the memory)
-    are computed by replaying each episode through the memory transform, cached in ``cache_dir``."""
+    (``vla-data spatial`` split directories, ``tasks`` keeps some task types); ``mixture``: ``parts``,
+    each a dict of these fields plus ``weight``. Memory inputs for demonstrations (``memory``:
+    MemoryInputsConfig fields; None = off unless the policy reads the memory) are computed by replaying
+    each episode through the memory transform, cached in ``cache_dir``."""
 
     kind: str = "demos"
     paths: list[str] = field(default_factory=list)
