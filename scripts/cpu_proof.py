@@ -65,6 +65,11 @@ def main() -> int:
         help="gst: sample the four egocentric subtasks' questions this many times as often as the whole set "
         "(a mixture of the two; 0: the whole set alone)",
     )
+    ap.add_argument(
+        "--train-embeddings",
+        action="store_true",
+        help="gst: train the whole embedding matrix (policy.freeze_embeddings=false), not only the action rows",
+    )
     ap.add_argument("--suite", default="libero_object", help="libero: the suite")
     ap.add_argument("--task", type=int, default=0, help="libero: the task of the suite")
     ap.add_argument("--recipe", default="oft", choices=sorted(RECIPES), help="libero: the policy's inputs and decoding")
