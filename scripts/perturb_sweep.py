@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{i}/{len(settings)}] {name}", flush=True)
         out.mkdir(parents=True, exist_ok=True)
         with open(out / "sweep.log", "a") as log:
-            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT).returncode
+            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode  # here: out= is relative to it
         if rc != 0:
             print(f"{name}: vla-rollout failed ({rc}); see {out / 'sweep.log'}", file=sys.stderr)
             return rc

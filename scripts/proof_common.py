@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 HOUSE_MEMORY = (
@@ -18,10 +17,13 @@ HOUSE_MEMORY = (
 
 
 def run(cmd: list[str], log: Path) -> None:
+    """Run one of the project's commands, its output appended to ``log``. It runs in this process's
+    directory: a relative ``--root`` names the same place for the proof and its commands (and a docs
+    check's scratch copy writes its own ``runs/``, never the repository's)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     print("$", " ".join(cmd), flush=True)
     with open(log, "a") as fh:
-        r = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT)
+        r = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT)
     if r.returncode != 0:
         raise SystemExit(f"failed ({r.returncode}): {' '.join(cmd)} -- see {log}")
 

@@ -38,3 +38,18 @@ def test_commands_are_read_as_written(tmp_path):
     reasons = [r for _, r in check.decisions(block)]
     assert reasons[:3] == [None, None, None]
     assert "Ray cluster" in reasons[3] and "runs/q" in reasons[4]
+
+
+def test_a_proofs_commands_run_where_the_proof_runs(tmp_path, monkeypatch):
+    """scripts/proof_common.run: a proof's commands run in the proof's own directory, so that a relative
+    ``--root`` is one place for both, and a docs check's scratch copy (whose scripts link the
+    repository's) writes its own ``runs/`` -- not the repository's, as it did when they ran there."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from proof_common import run
+
+    monkeypatch.chdir(tmp_path)
+    run([sys.executable, "-c", "import os; open('runs/here.txt', 'w').write(os.getcwd())"], Path("runs/log.txt"))
+    assert (tmp_path / "runs" / "here.txt").read_text() == str(tmp_path)
