@@ -57,7 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 PROGRAMS = {
     "vla-rollout", "vla-train", "vla-gst", "vla-serve", "vla-query", "vla-merge", "vla-data",
-    "python", "torchrun", "make", "pytest", "srun", "sbatch", "conda", "pip", "nice", "cd",
+    "python", "torchrun", "make", "pytest", "srun", "sbatch", "conda", "pip", "nice", "cd", "mkdir", "ln",
 }  # fmt: skip
 SHELL = ("for ", "done", "export ", "do ")
 ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=(\"[^\"]*\"|'[^']*'|\S*)\s*")
@@ -79,6 +79,7 @@ SCRIPT_ARGS = {  # the smallest arguments of each documented script (appended; a
     "scripts/gst_table.py": "",
     "scripts/openpi_libero_eval.py": "--trials 1 --resolution 64",
     "scripts/perturb_sweep.py": "--trials 1 --factors robot --levels 1",
+    "scripts/probe_gst_copy.py": "--steps 2 --batch 2 --eval-every 2",
 }
 
 
