@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 
-EGO = ("EDv", "EDs", "EDistv", "EDists")
-MEMORY = {"inputs": ["topdown", "objects", "text"], "map_level": "easy", "map_size": [112, 112], "max_objects": 8}
+from proof_gst import EGO, MEMORY  # the GST proof's subtasks and memory inputs (scripts/)
 
 
 def items(root: Path, split: str, cache) -> list[tuple[str, str, dict]]:
@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--steps, --batch and --eval-every must be >= 1")
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
+    from vla.config import CONFIG_DIR
     from vla.gst.score import score_one
     from vla.policy.backbone import shipped_tokenizer_dir
     from vla.policy.stream_memory import StreamMemoryCache
@@ -80,11 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     train, val = items(root, "train", cache), items(root, "val", cache)
     tok = AutoTokenizer.from_pretrained(str(shipped_tokenizer_dir()))
     eos = tok.eos_token_id if tok.eos_token_id is not None else tok.pad_token_id
-    # the tiny Qwen2.5-VL's text stack (configs/model/tiny_qwen2_5_vl.yaml)
-    config = Qwen2Config(
-        vocab_size=len(tok), hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=2048, tie_word_embeddings=True,
-    )  # fmt: skip
+    # the tiny Qwen2.5-VL's text stack, 1-D RoPE (no images, so no multimodal RoPE)
+    text = yaml.safe_load((CONFIG_DIR / "model" / "tiny_qwen2_5_vl.yaml").read_text())["text"]
+    config = Qwen2Config(vocab_size=len(tok), **{k: v for k, v in text.items() if k != "rope_scaling"})
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(config)
     if a.freeze_embeddings:

@@ -13,6 +13,17 @@ from pathlib import Path
 from proof_common import BIN, _mean, budget, checkpoints, choose, only, run
 
 EGO = ("EDv", "EDs", "EDistv", "EDists")  # answered by one row of the memory's object table
+# the memory arm's inputs (the stream cache's files are keyed by them; scripts/probe_gst_copy.py reads them too)
+MEMORY = {"inputs": ["topdown", "objects", "text"], "map_level": "easy", "map_size": [112, 112], "max_objects": 8}
+
+
+def _flow(value) -> str:
+    """``value`` (a dict of scalars and lists) as a Hydra override value: ``{inputs: [a, b], k: v}``."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_flow(v) for v in value) + "]"
+    return str(value)
 
 
 def _ego_mixture(questions: Path, weight: float, cache: Path | None) -> list[str]:
@@ -23,7 +34,7 @@ def _ego_mixture(questions: Path, weight: float, cache: Path | None) -> list[str
     if not weight:
         return []
     part = f"kind: gst_qa, paths: [{questions}], val_fraction: 0" + (f", cache_dir: {cache}" if cache else "")
-    ego = f"{{{part}, key: gst_qa_ego, tasks: [{', '.join(EGO)}], weight: {weight}}}"
+    ego = f"{{{part}, key: gst_qa_ego, tasks: {_flow(EGO)}, weight: {weight}}}"
     return ["data.kind=mixture", f"data.parts=[{ego}, {{{part}, weight: 1.0}}]"]
 
 
@@ -50,7 +61,7 @@ def gst(a) -> dict:
             "memory": [
                 "policy.inputs.memory_map=true",
                 "policy.inputs.memory_text=true",
-                "data.memory={inputs: [topdown, objects, text], map_level: easy, map_size: [112, 112], max_objects: 8}",
+                f"data.memory={_flow(MEMORY)}",
                 f"data.cache_dir={R / 'stream_cache'}",  # each question stream fused once, shared with the evals
             ],
             "no_memory": [],

@@ -47,9 +47,7 @@ def test_a_proofs_commands_run_where_the_proof_runs(tmp_path, monkeypatch):
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    from proof_common import run
-
+    run = load_script("proof_common").run
     monkeypatch.chdir(tmp_path)
     run([sys.executable, "-c", "import os; open('runs/here.txt', 'w').write(os.getcwd())"], Path("runs/log.txt"))
     assert (tmp_path / "runs" / "here.txt").read_text() == str(tmp_path)
