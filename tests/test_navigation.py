@@ -578,3 +578,48 @@ def test_the_navigators_grid_leaves_out_obstacle_specks_of_the_memory():
     crate_big, post_big = obstacle_cells(10)
     assert crate_all >= 50 and 1 <= post_all < 10  # both seen ...
     assert crate_big == crate_all and post_big == 0  # ... the post alone dropped
+
+
+def test_harsh_targets_need_two_detections_naming_the_category():
+    """Under ``harsh`` an object is the target only once two detections named the target's category: the
+    detector's false positives were confirmed with one vote for it among others (a box seen once as a
+    toilet and once as a speaker), and the navigator drove to them for most of an episode. Other profiles
+    keep 1; a value set explicitly stays. A real memory in detector mode (proximity association), fused
+    from ray-cast frames whose labels differ."""
+    from spatial_memory import MemoryConfig, SpatialMemory
+    from spatial_memory.geometry import make_T
+    from spatial_memory.synthetic import BoxScene, SceneBox, default_camera
+    from vla.agents.memory import MemoryAgent
+
+    def votes(**options) -> int:
+        return MemoryAgent(**options).navigator.config.min_target_votes
+
+    assert votes(perception="harsh") == 2
+    assert votes(perception="realistic") == votes(perception="gt") == 1
+    assert votes(perception="harsh", navigator={"min_target_votes": 3}) == 3
+    with pytest.raises(ValueError, match="min_target_votes"):
+        NavigatorConfig(min_target_votes=-1)
+
+    floor = SceneBox(np.array([1.0, 0.5, -0.05]), np.array([8.0, 8.0, 0.1]), category="floor")
+    R = np.array([[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.0, 0.0, -1.0]])  # looking straight down
+
+    def frame(category: str, step: int):
+        box = SceneBox(np.array([1.3, 0.5, 0.3]), np.array([0.4, 0.4, 0.6]), category=category, instance_id=6)
+        scene = BoxScene([floor, box], bounds=(-3.0, -3.5, 5.0, 4.5))
+        return scene.render(make_T(R, np.array([1.0, 0.5, 2.5])), default_camera(256, 256), 256, 256, step=step)
+
+    memory = SpatialMemory(config=MemoryConfig(association="proximity", min_observations=2, min_support=0.25))
+
+    def target(min_votes: int):
+        nav = MemoryNavigator(NavigatorConfig(min_target_votes=min_votes))
+        nav.reset("go to the speaker")
+        return nav._find_target(memory)
+
+    memory.integrate(frame("toilet", 0))
+    memory.integrate(frame("speaker", 1))
+    (obj,) = memory.objects_by_category("speaker")  # one object, confirmed, its votes split
+    assert obj.n_observations == 2 and obj.category_votes == 1
+    assert target(1) is not None and target(2) is None
+    memory.integrate(frame("speaker", 2))  # a second detection naming it
+    assert memory.objects_by_category("speaker")[0].category_votes == 2
+    assert target(2) is not None and target(2).id == obj.id
