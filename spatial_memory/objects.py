@@ -38,9 +38,7 @@ class MemoryObject:
 
     ``center``/``size``/``yaw`` describe a gravity-aligned box (``yaw``: radians of the box's x axis
     from world +x, counter-clockwise). ``instance_id`` is the mask id it was tracked by (instance
-    association), else None. ``n_points``: size of the current surface sample. ``category_votes``: the
-    detections that named ``category`` (``n_observations`` counts every detection; in detector mode a
-    false positive often carries one vote for its category among others).
+    association), else None. ``n_points``: size of the current surface sample.
     """
 
     id: str
@@ -53,7 +51,6 @@ class MemoryObject:
     n_observations: int
     n_points: int
     instance_id: int | None = None
-    category_votes: int = 0
 
     @property
     def R(self) -> np.ndarray:
@@ -172,7 +169,6 @@ class ObjectRegistry(DetectorEvidence):
             n_observations=int(a["n_obs"][o]),
             n_points=int(a["npts"][o]),
             instance_id=None if iid < 0 else iid,
-            category_votes=int(self.votes[o].get(self.categories[o], 0)),
         )
 
     def resolve(self, target: str | int) -> int:

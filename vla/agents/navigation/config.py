@@ -21,11 +21,6 @@ OBSTACLE_HITS = {"gt": 1, "realistic": 1, "harsh": 3}
 # walls and furniture are large patches (a small real obstacle the grid drops is left to the bump sensor).
 # 10 on val (800000-800007, perception seeds 0 and 1): 3, 6, 10, 20 cells reached 4/8, 8/16, 10/16, 10/16.
 OBSTACLE_CELLS = {"gt": 1, "realistic": 1, "harsh": 10}
-# Detections naming the target category before an object may be the target, per perception profile
-# (``min_target_votes = 0`` leaves it to the profile): the ``harsh`` detector's false positives are confirmed
-# with one vote for the category among others (a "speaker" voted speaker once and toilet once), and the
-# navigator spent most of an episode driving to them (docs/NAVIGATION.md).
-TARGET_VOTES = {"gt": 1, "realistic": 1, "harsh": 2}
 
 
 @dataclass(frozen=True)
@@ -69,7 +64,6 @@ class NavigatorConfig:
     blacklist_radius_m: float = 0.6
     # goal (target object)
     min_target_points: int = 3  # object sample points before the target counts as localised
-    min_target_votes: int = 0  # detections naming the category; 0 = by the perception profile (TARGET_VOTES)
     approach_m: float = 0.7  # goal cells within this horizontal distance of the target's box
     approach_max_m: float = 0.9  # fallback when no goal cell within approach_m sees the target
     success_radius_m: float = 1.0  # own done test: distance to the box ...
@@ -110,10 +104,6 @@ class NavigatorConfig:
             raise ValueError(
                 f"NavigatorConfig.min_obstacle_cells must be >= 0 (0 = by perception), got {self.min_obstacle_cells}"
             )
-        if self.min_target_votes < 0:
-            raise ValueError(
-                f"NavigatorConfig.min_target_votes must be >= 0 (0 = by perception), got {self.min_target_votes}"
-            )
         if self.approach_max_m < self.approach_m or self.approach_m <= 0:
             raise ValueError("NavigatorConfig needs 0 < approach_m <= approach_max_m")
         object.__setattr__(self, "obstacle_band_m", (float(lo), float(hi)))
@@ -127,12 +117,11 @@ class NavigatorConfig:
 
     def for_perception(self, profile: str) -> "NavigatorConfig":
         """This config with what it leaves to the perception profile filled in (``min_obstacle_hits = 0``:
-        :data:`OBSTACLE_HITS`, ``min_obstacle_cells = 0``: :data:`OBSTACLE_CELLS`, ``min_target_votes = 0``:
-        :data:`TARGET_VOTES`, 1 for a profile not listed); values set explicitly stay."""
+        :data:`OBSTACLE_HITS`, ``min_obstacle_cells = 0``: :data:`OBSTACLE_CELLS`, 1 for a profile not
+        listed); values set explicitly stay."""
         hits = self.min_obstacle_hits or OBSTACLE_HITS.get(profile, 1)
         cells = self.min_obstacle_cells or OBSTACLE_CELLS.get(profile, 1)
-        votes = self.min_target_votes or TARGET_VOTES.get(profile, 1)
-        return replace(self, min_obstacle_hits=hits, min_obstacle_cells=cells, min_target_votes=votes)
+        return replace(self, min_obstacle_hits=hits, min_obstacle_cells=cells)
 
     @property
     def occupancy_bands(self) -> OccupancyBands:

@@ -222,16 +222,12 @@ class MemoryNavigator:
 
     def _find_target(self, memory: Any):
         """The memory object of the target category with the most sample points (at least
-        ``min_target_points``, and at least ``min_target_votes`` detections naming the category); None
-        while there is none."""
+        ``min_target_points``); None while there is none."""
         if not self.target_category:
             return None
         best = None
-        votes = self.config.min_target_votes  # 1 (or 0: no profile applied) asks nothing more
         for o in memory.objects_by_category(self.target_category):
-            if o.n_points < self.config.min_target_points or (votes > 1 and o.category_votes < votes):
-                continue
-            if best is None or o.n_points > best.n_points:
+            if o.n_points >= self.config.min_target_points and (best is None or o.n_points > best.n_points):
                 best = o
         return best
 
