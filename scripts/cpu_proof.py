@@ -68,7 +68,8 @@ def main() -> int:
     ap.add_argument(
         "--train-embeddings",
         action="store_true",
-        help="gst: train the whole embedding matrix (policy.freeze_embeddings=false), not only the action rows",
+        help="train the whole embedding matrix (policy.freeze_embeddings=false), not only the action rows "
+        "(the GST proof's copy probe: frozen, the tiny model half-learns to copy from the memory's table)",
     )
     ap.add_argument("--suite", default="libero_object", help="libero: the suite")
     ap.add_argument("--task", type=int, default=0, help="libero: the task of the suite")

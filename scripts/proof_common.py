@@ -39,8 +39,10 @@ def checkpoints(train_out: Path) -> list[Path]:
 def budget(a, batch: int, val_every: int, keep: int | None = None) -> list[str]:
     """The training budget every arm of a proof shares: steps, batch, lr, checkpoints, validation.
     ``keep``: checkpoints kept (default: all ``a.checkpoints``; fewer still saves every steps/N, so a
-    killed run resumes from its last quarter rather than from scratch)."""
+    killed run resumes from its last quarter rather than from scratch). ``--train-embeddings``: the whole
+    embedding matrix trains (``policy.freeze_embeddings=false``), not only the action rows."""
     return [
+        *(["policy.freeze_embeddings=false"] if getattr(a, "train_embeddings", False) else []),
         f"train.steps={a.steps}",
         f"train.batch_size={batch}",
         f"train.lr={a.lr}",

@@ -75,7 +75,6 @@ def gst(a) -> dict:
         f"data.paths=[{R / 'questions' / 'train'}]",
         "data.val_fraction=0",
         *budget(a, batch=8, val_every=0),
-        *(["policy.freeze_embeddings=false"] if a.train_embeddings else []),
     ]
     if a.stage in ("all", "train"):
         for arm, extra in arms.items():

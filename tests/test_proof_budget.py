@@ -1,0 +1,30 @@
+"""scripts/proof_common.budget: the training budget every arm of a CPU proof shares, as vla-train reads it."""
+
+from argparse import Namespace
+
+from tests.conftest import load_script
+from vla.config import compose
+
+
+def _args(**over) -> Namespace:
+    return Namespace(**{"steps": 2400, "checkpoints": 4, "lr": 5e-4, "train_embeddings": False, **over})
+
+
+def test_the_budget_composes_as_vla_train_reads_it():
+    budget = load_script("proof_common").budget
+    cfg = compose("train", budget(_args(), batch=8, val_every=0))
+    assert cfg["train"]["steps"] == 2400 and cfg["train"]["batch_size"] == 8
+    assert cfg["train"]["save_every"] == 600 and cfg["train"]["keep_last"] == 4
+    assert cfg["policy"]["freeze_embeddings"] is True  # the policy's default: only the action rows train
+
+
+def test_train_embeddings_reaches_every_proof_through_the_budget():
+    """``--train-embeddings`` (the GST copy probe's finding) is one override in the shared budget, so the
+    house, LIBERO and GST proofs all get it; a namespace without the attribute (an older caller) keeps
+    the default."""
+    budget = load_script("proof_common").budget
+    over = budget(_args(train_embeddings=True), batch=16, val_every=100, keep=1)
+    assert "policy.freeze_embeddings=false" in over
+    assert compose("train", over)["policy"]["freeze_embeddings"] is False
+    plain = Namespace(steps=10, checkpoints=2, lr=1e-3)
+    assert not any("freeze_embeddings" in o for o in budget(plain, batch=2, val_every=0))
