@@ -77,7 +77,8 @@ def main() -> int:
     ap.add_argument(
         "--init-from",
         default=None,
-        help="libero: start the VLA from these weights (train.init_from: a stage-1 checkpoint, docs/SPATIAL.md)",
+        help="libero, house: start the VLA from these weights (train.init_from: a stage-1 checkpoint, "
+        "docs/SPATIAL.md; house: round 0, later rounds start from the previous one)",
     )
     ap.add_argument("--demos", type=int, default=50, help="libero: training demonstrations (sampled init states)")
     ap.add_argument("--val-demos", type=int, default=6, help="libero: demonstrations held out for the val loss")

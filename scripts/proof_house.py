@@ -109,7 +109,7 @@ def house(a) -> dict:
 def _round(a, R: Path, env: list[str], common: list[str], arm: str, extra: list[str], r: int) -> None:
     """Round ``r`` of one arm: (r > 0) the previous learner's DAgger rollouts, then training on all data."""
     data = [R / "demos"] + [R / "dagger" / arm / f"round{i}" for i in range(1, r + 1)]
-    init = []
+    init = [f"train.init_from={a.init_from}"] if a.init_from else []  # round 0: a stage-1 backbone, if given
     if r > 0:
         learner = _final(R, arm, r - 1)
         if learner is None:

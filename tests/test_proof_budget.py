@@ -1,4 +1,5 @@
-"""scripts/proof_common.budget: the training budget every arm of a CPU proof shares, as vla-train reads it."""
+"""The CPU proofs' shared training budget (scripts/proof_common.budget) as vla-train reads it, and what the
+house proof passes to its rounds."""
 
 from argparse import Namespace
 
@@ -28,3 +29,19 @@ def test_train_embeddings_reaches_every_proof_through_the_budget():
     assert compose("train", over)["policy"]["freeze_embeddings"] is False
     plain = Namespace(steps=10, checkpoints=2, lr=1e-3)
     assert not any("freeze_embeddings" in o for o in budget(plain, batch=2, val_every=0))
+
+
+def test_the_house_proofs_round_0_starts_from_init_from(tmp_path, monkeypatch):
+    """``cpu_proof.py house --init-from CK`` (issue 26's stage 2 on the apartments): round 0's vla-train starts
+    from the stage-1 weights; without it, from scratch. The command is captured, not run."""
+    house = load_script("proof_house")
+    seen: list[list[str]] = []
+    monkeypatch.setattr(house, "run", lambda cmd, log, *a, **k: seen.append(cmd))
+    args = _args(steps=8, house_recipe="bins", init_from=None)
+    house._round(args, tmp_path, ["env=house"], ["model=tiny_qwen2_5_vl"], "memory", [], 0)
+    args = _args(steps=8, house_recipe="bins", init_from="runs/s26/stage1/checkpoints/step_1500")
+    house._round(args, tmp_path, ["env=house"], ["model=tiny_qwen2_5_vl"], "memory", [], 0)
+    assert [[c for c in cmd if c.startswith("train.init_from=")] for cmd in seen] == [
+        [],
+        ["train.init_from=runs/s26/stage1/checkpoints/step_1500"],
+    ]
