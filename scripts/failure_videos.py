@@ -37,6 +37,30 @@ def failures(run: Path, per_task: int | None, tasks: list[int] | None) -> list[d
     return [r for t in sorted(picked) for r in picked[t]]
 
 
+def replay_runner(spec: dict, out: Path, env: dict | None = None):
+    """The evaluator's own episode runner (env per task, seeding, errors) for a finished run's
+    ``run.json`` ``spec``: its env (``env`` replacing it when given), agent, seed and perception."""
+    from vla.eval.runner import EpisodeRunner, EvalSpec
+
+    return EpisodeRunner(
+        EvalSpec(
+            env=env if env is not None else spec["env"],
+            agent=spec["agent"],
+            out=str(out),
+            seed=int(spec.get("seed", 7)),
+            perception=spec.get("perception"),
+        )
+    )
+
+
+def mismatch_status(succeeded: list[str]) -> int:
+    """1 with a warning when replayed failures succeeded (the run was not reproduced), else 0."""
+    if succeeded:
+        print(f"warning: these succeeded on replay (the run is not reproduced): {', '.join(succeeded)}")
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run", type=Path, help="a vla-rollout output directory (run.json, episodes.jsonl)")
@@ -64,7 +88,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from tqdm import tqdm
 
-    from vla.eval.runner import EpisodeRunner, EvalSpec
     from vla.rollout.video import VideoWriter
 
     spec = json.loads((args.run / "run.json").read_text())
@@ -72,17 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.rgb_only:
         env_cfg.update(depth=False, segmentation=False)
     out = args.out or args.run / "failure_videos"
-    # the evaluator's own episode runner (env per task, seeding, errors), with only a video writer
-    runner = EpisodeRunner(
-        EvalSpec(
-            env=env_cfg,
-            agent=spec["agent"],
-            out=str(out),
-            seed=int(spec.get("seed", 7)),
-            perception=spec.get("perception"),
-        )
-    )
-    runner.subscribers = [VideoWriter(out, mode="failures", fps=args.fps)]
+    runner = replay_runner(spec, out, env_cfg)
+    runner.subscribers = [VideoWriter(out, mode="failures", fps=args.fps)]  # only a video writer
     mismatches = []
     try:
         for row in tqdm(todo, desc=f"failure videos -> {out}", unit="ep"):
@@ -91,10 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         runner.close()
     print(f"{len(todo) - len(mismatches)} failure videos in {out}")
-    if mismatches:
-        print(f"warning: these succeeded on replay (the run is not reproduced): {', '.join(mismatches)}")
-        return 1
-    return 0
+    return mismatch_status(mismatches)
 
 
 if __name__ == "__main__":
