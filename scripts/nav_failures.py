@@ -77,11 +77,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {args.run / name} does not exist (not a vla-rollout output directory?)", file=sys.stderr)
             return 2
     spec = json.loads((args.run / "run.json").read_text())
-    if (spec.get("agent") or {}).get("name") != "memory":
-        print(
-            f"error: {args.run} ran agent={spec.get('agent', {}).get('name')!r}; this replays agent=memory",
-            file=sys.stderr,
-        )
+    agent = (spec.get("agent") or {}).get("name")
+    if agent != "memory":
+        print(f"error: {args.run} ran agent={agent!r}; this replays agent=memory", file=sys.stderr)
         return 2
     if args.near <= 0:
         print("error: --near must be > 0", file=sys.stderr)
