@@ -36,11 +36,15 @@ def checkpoints(train_out: Path) -> list[Path]:
     return sorted((train_out / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
 
 
+RESUME_EVERY = 100  # steps between resume points of every proof's training runs
+
+
 def budget(a, batch: int, val_every: int, keep: int | None = None) -> list[str]:
     """The training budget every arm of a proof shares: steps, batch, lr, checkpoints, validation.
     ``keep``: checkpoints kept (default: all ``a.checkpoints``; fewer still saves every steps/N, so a
-    killed run resumes from its last quarter rather than from scratch). ``--train-embeddings``: the whole
-    embedding matrix trains (``policy.freeze_embeddings=false``), not only the action rows."""
+    killed run resumes from its last quarter rather than from scratch), and a resume point every 100 steps
+    between them (``train.resume_every``), so a kill costs at most 100 steps. ``--train-embeddings``: the
+    whole embedding matrix trains (``policy.freeze_embeddings=false``), not only the action rows."""
     return [
         *(["policy.freeze_embeddings=false"] if getattr(a, "train_embeddings", False) else []),
         f"train.steps={a.steps}",
@@ -49,6 +53,7 @@ def budget(a, batch: int, val_every: int, keep: int | None = None) -> list[str]:
         "train.vision_lr_scale=1.0",
         f"train.save_every={a.steps // a.checkpoints}",
         f"train.keep_last={keep or a.checkpoints}",
+        f"train.resume_every={RESUME_EVERY}",
         f"train.val_every={val_every}",
         "train.loader_workers=1",
         "progress=false",

@@ -115,18 +115,22 @@ def test_tiny_model_overfits_recorded_demonstrations(demos, tmp_path):
 
 
 def test_kill9_mid_training_then_resume_gives_the_same_losses(demos, tmp_path):
-    """A run killed with SIGKILL after its step-8 checkpoint, then the same command again: the second
-    process resumes from the newest complete checkpoint (it says which), the log rows up to it are the
-    killed process's own lines (timing fields included, so they were not recomputed), the rows after it
-    are the second process's, every step appears exactly once, and the losses equal an uninterrupted
-    run's bit for bit (one CPU process)."""
+    """A run killed with SIGKILL after its step-10 resume point, then the same command again: the second
+    process resumes from the newest resume point (it says which; checkpoints are kept every 8 steps,
+    resume points every 2 between them), the log rows up to it are the killed process's own lines
+    (timing fields included, so they were not recomputed), the rows after it are the second process's,
+    every step appears exactly once, and the losses equal an uninterrupted run's -- one without resume
+    points -- bit for bit (one CPU process). The kept checkpoints (what a proof chooses among) never
+    include a resume point, and none is left once a kept checkpoint is newer."""
+    from vla.train.checkpoint import checkpoints
+
     args = [
         f"data.paths=[{demos}]",
         "data.val_fraction=0.25",
-        "train.steps=12",
+        "train.steps=16",
         "train.batch_size=4",
         "train.lr=1e-3",
-        "train.save_every=4",
+        "train.save_every=8",
         "train.log_every=1",
         "train.export=false",
         "train.plot=false",
@@ -134,38 +138,39 @@ def test_kill9_mid_training_then_resume_gives_the_same_losses(demos, tmp_path):
     ref = tmp_path / "ref"
     _train([*args, f"out={ref}"])
     out = tmp_path / "killed"
+    kept, points = out / "checkpoints", out / "checkpoints" / "resume"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vla.train.cli", *BASE, *args, f"out={out}"],
+        [sys.executable, "-m", "vla.train.cli", *BASE, *args, "train.resume_every=2", f"out={out}"],
         env=cli_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         cwd=Path(__file__).parents[1],
     )
     deadline = time.time() + 600
-    while time.time() < deadline and not (out / "checkpoints" / "step_8").exists():
+    while time.time() < deadline and not any(s >= 10 for s, _ in checkpoints(points)):
         assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
         time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)  # somewhere after the step-8 checkpoint: mid-step, or mid-save of the next
+    os.kill(proc.pid, signal.SIGKILL)  # somewhere after the step-10 resume point: mid-step, or mid-save of the next
     proc.wait()
-    from vla.train.checkpoint import checkpoints
-
-    resume = checkpoints(out / "checkpoints")[-1][0]  # the newest complete checkpoint at the kill
+    assert [s for s, _ in checkpoints(kept)] == [8]  # resume points are not among the kept checkpoints
+    resume = checkpoints(points)[-1][0]  # the newest complete resume point at the kill
     killed_lines = (out / "train_log.jsonl").read_text().splitlines()
     killed = [json.loads(line) for line in killed_lines]
-    assert resume == 8 and 8 <= killed[-1]["step"] < 12
-    r = _train([*args, f"out={out}"])  # the same command again
-    assert f"resuming from {out / 'checkpoints' / f'step_{resume}'} (step {resume} of 12)" in r.stderr
+    assert resume in (10, 12, 14) and resume <= killed[-1]["step"] < 16
+    r = _train([*args, "train.resume_every=2", f"out={out}"])  # the same command again
+    assert f"resuming from {points / f'step_{resume}'} (step {resume} of 16)" in r.stderr
     lines = (out / "train_log.jsonl").read_text().splitlines()
     rows = [json.loads(line) for line in lines]
-    assert [row["step"] for row in rows] == list(range(1, 13))  # every step once, none lost or repeated
+    assert [row["step"] for row in rows] == list(range(1, 17))  # every step once, none lost or repeated
     assert lines[:resume] == killed_lines[:resume]  # the killed process's rows, untouched
     redone = {row["step"]: row for row in killed if row["step"] > resume}
     for row in rows[resume:]:  # written by the second process: no row of the killed one survives
         assert row["step"] not in redone or row["samples_per_s"] != redone[row["step"]]["samples_per_s"]
     reference = _log(ref)
-    for step in range(1, 13):
+    for step in range(1, 17):
         assert rows[step - 1]["loss"] == reference[step - 1]["loss"], step  # bit for bit on one CPU process
         assert rows[step - 1]["grad_norm"] == reference[step - 1]["grad_norm"], step
+    assert [s for s, _ in checkpoints(kept)] == [8, 16] and not checkpoints(points)
     # the run directory is refused to a different configuration
     r = _train([*args, "train.lr=5e-4", f"out={out}"], check=False)
     assert r.returncode == 2 and "another configuration" in r.stderr

@@ -10,6 +10,11 @@ of (seed, step).
 
 A directory is written as ``.step_N.tmp`` and renamed when complete, so a run killed while saving
 leaves the previous checkpoints intact; leftovers of such a run are removed on the next start.
+
+Resume points (``train.resume_every``) are the same directories under ``checkpoints/resume/``, only the
+newest kept and removed when a kept checkpoint is written after them: :func:`checkpoints` of the root
+does not list them, so what chooses among a run's checkpoints (the proofs' val selection) never sees
+them, while the loop resumes from the newest of both.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import torch
 from vla.policy.weights import load_weights  # noqa: F401 - the loop loads checkpoints through this module
 
 _STEP = re.compile(r"^step_(\d+)$")
+RESUME_DIR = "resume"  # out/checkpoints/resume/step_N: the newest resume point (train.resume_every)
 
 
 def checkpoints(root: Path) -> list[tuple[int, Path]]:

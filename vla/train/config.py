@@ -92,6 +92,9 @@ class TrainConfig:
     val_batches: int = 4
     save_every: int = 100  # steps (0 = only at the end)
     keep_last: int = 2  # checkpoints kept
+    # steps between resume points (out/checkpoints/resume/step_N, only the newest kept): a killed run loses
+    # at most this many steps, while save_every spaces the checkpoints kept for choosing among (0 = none)
+    resume_every: int = 0
     export: bool = True  # write out/policy (save_pretrained) at the end
     plot: bool = True  # out/train_curves.png
     threads: int = 0  # torch CPU threads (0 = torch's default)
@@ -109,6 +112,8 @@ class TrainConfig:
             raise ValueError(f"train.optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.precision not in ("auto", "fp32", "bf16"):
             raise ValueError(f"train.precision must be auto, fp32 or bf16, got {self.precision!r}")
+        if int(self.save_every) < 0 or int(self.resume_every) < 0:
+            raise ValueError("train.save_every and train.resume_every must be >= 0 (0 = off)")
         if not self.lr > 0 or self.vision_lr_scale < 0 or self.keep_last < 1:
             raise ValueError("train.lr must be > 0, train.vision_lr_scale >= 0, train.keep_last >= 1")
 

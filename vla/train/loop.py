@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -29,7 +30,7 @@ from tqdm import tqdm
 
 from vla.policy.weights import WEIGHTS_FILE, canonical_keys, load_weights
 
-from .checkpoint import checkpoints, clean_partial, load_train_state, save
+from .checkpoint import RESUME_DIR, checkpoints, clean_partial, load_train_state, save
 from .config import DataConfig, TrainConfig
 from .data import StepBatches, action_statistics, build_sources, loader, proprio_statistics
 from .distributed import Dist, setup, unwrap, wrap
@@ -174,6 +175,7 @@ def _check_identity(out: Path, cfg: dict[str, Any], dist: Dist) -> None:
             "log_every",
             "val_every",
             "save_every",
+            "resume_every",
             "keep_last",
             "export",
             "plot",
@@ -212,6 +214,7 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
     ckpt_root = out / "checkpoints"
     if dist.main:
         clean_partial(ckpt_root)
+        clean_partial(ckpt_root / RESUME_DIR)
     dist.barrier()
     proprio = None
     if pcfg.inputs.proprio == "token":
@@ -221,8 +224,8 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
     torch.manual_seed(tcfg.seed)
     policy = build_policy(mcfg, pcfg, stats, dist.device, proprio)
     start, state = 0, None
-    done = checkpoints(ckpt_root)
-    if done:  # resume: every weight before wrapping, then optimizer, scheduler and RNG
+    done = sorted(checkpoints(ckpt_root) + checkpoints(ckpt_root / RESUME_DIR))
+    if done:  # resume from the newest: every weight before wrapping, then optimizer, scheduler and RNG
         step0, path = done[-1]
         load_weights(policy, path / WEIGHTS_FILE)
         state = load_train_state(path)
@@ -302,7 +305,11 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
                 if tcfg.plot:
                     plot_curves(log.rows, out / "train_curves.png")
         if (tcfg.save_every and (step + 1) % tcfg.save_every == 0) or step + 1 == tcfg.steps:
-            _save(out, step + 1, model, policy, opt, sched, cfg, tcfg, dist, keep_keys)
+            _save(ckpt_root, step + 1, model, policy, opt, sched, cfg, tcfg.keep_last, dist, keep_keys)
+            if dist.main:  # a kept checkpoint is newer than any resume point
+                shutil.rmtree(ckpt_root / RESUME_DIR, ignore_errors=True)
+        elif tcfg.resume_every and (step + 1) % tcfg.resume_every == 0:
+            _save(ckpt_root / RESUME_DIR, step + 1, model, policy, opt, sched, cfg, 1, dist, keep_keys)
     bar.close()
     summary = {
         "steps": tcfg.steps,
@@ -387,7 +394,7 @@ def validate(model, policy, val_mix, tcfg: TrainConfig, dist: Dist, micro: int) 
 
 
 def _save(
-    out: Path, step: int, model, policy, opt, sched, cfg, tcfg: TrainConfig, dist: Dist, keep_keys: list[str]
+    root: Path, step: int, model, policy, opt, sched, cfg, keep_last: int, dist: Dist, keep_keys: list[str]
 ) -> None:
     state = _full_state(model, dist)
     optim = _optim_state(model, opt, dist)
@@ -401,14 +408,14 @@ def _save(
             "rng_torch": torch.get_rng_state(),
         }
         save(
-            out / "checkpoints",
+            root,
             step,
             state,
             _policy_meta(policy),
             lambda p: write_statistics(p, policy.stats, proprio=policy.proprio_for_stats_file()),
             train_state,
             cfg,
-            tcfg.keep_last,
+            keep_last,
             keep_keys,
         )
     dist.barrier()
