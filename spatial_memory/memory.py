@@ -122,7 +122,8 @@ class SpatialMemory:
 
     def derived(self, key: Hashable, build: Callable[[], Any]) -> Any:
         """What ``build()`` computes from the memory's contents (a localisation index, registration's
-        features of a map level), kept under ``key`` until the contents change (:attr:`version`)."""
+        features of a map level, a view's localisation), kept under ``key`` until the contents change
+        (:attr:`version`); a :meth:`snapshot` shares what was derived before it was taken."""
         version, values = self._derived
         if version != self._version:
             values = {}
@@ -549,6 +550,7 @@ class SpatialMemory:
             snap._traj_T, snap._traj_step = self.trajectory()
             snap._traj_odom = self._traj_odom[: self._n_traj].copy()
             snap._n_traj, snap._n_frames, snap._version = self._n_traj, self._n_frames, self._version
+            snap._derived = self._derived  # the same contents: what was derived from them holds for both
             snap.drift = None if self.drift is None else self.drift.copy()
         snap.read_only = True
         return snap

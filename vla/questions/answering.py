@@ -136,8 +136,6 @@ class MemoryAnswerer:
         self.cfg = cfg or AnswererConfig()
         self._cache_key: Any = None
         self._memory: SpatialMemory | None = None
-        self._registrations: dict[tuple, Any] = {}
-        self._localizations: dict[tuple, Any] = {}
 
     # ------------------------------------------------------------------ memory
     def _new_memory(self) -> SpatialMemory:
@@ -166,7 +164,7 @@ class MemoryAnswerer:
             memory = self._new_memory()
             for f in stream:
                 memory.integrate(f)
-            self._memory, self._cache_key, self._registrations, self._localizations = memory, key, {}, {}
+            self._memory, self._cache_key = memory, key
         return self._memory
 
     # ------------------------------------------------------------------ geometry of the question
@@ -179,19 +177,14 @@ class MemoryAnswerer:
         return self._localize(memory, view).T_world_cam
 
     def _localize(self, memory: SpatialMemory, view: CameraFrame):
-        """Where the memory localises ``view``, cached per (memory state, the view's contents): the
-        questions asked of one view (its Pos, Ori and egocentric questions) localise it once.
-        Localisation is a function of those two alone (its random draws are seeded), so the answers are
-        those of a fresh call."""
+        """Where the memory localises ``view``, kept with the memory's state (:meth:`SpatialMemory.derived`)
+        per the view's contents: the questions asked of one view (its Pos, Ori and egocentric questions)
+        localise it once. Localisation is a function of those two alone (its random draws are seeded), so
+        the answers are those of a fresh call."""
         from spatial_memory.profiles import localize_config_for
 
-        key = (memory.version, _frame_key(view))
-        hit = self._localizations.get(key)
-        if hit is None:
-            if len(self._localizations) > 256:
-                self._localizations.clear()
-            hit = self._localizations[key] = memory.localize(view, localize_config_for(self.cfg.perception))
-        return hit
+        cfg = localize_config_for(self.cfg.perception)
+        return memory.derived(("view", _frame_key(view), repr(cfg)), lambda: memory.localize(view, cfg))
 
     def _stream_poses(self, question: Question, memory: SpatialMemory) -> np.ndarray:
         """The memory's pose of every frame of the question's stream (corrected for drift)."""
@@ -324,17 +317,12 @@ class MemoryAnswerer:
         return np.median(np.concatenate(pts_all), axis=0)
 
     def registration(self, memory: SpatialMemory, image: np.ndarray, level: str):
-        """The memory's registration to ``image``, cached per (memory state, the image's contents, level):
-        the state is ``memory.version``, which changes with every change of the memory (frames or boxes),
-        so a live memory that grew between mid-episode checkpoints never reuses an early, partial
+        """The memory's registration to ``image``, kept with the memory's state (:meth:`SpatialMemory.derived`)
+        per (the image's contents, level): the state changes with every change of the memory (frames or
+        boxes), so a live memory that grew between mid-episode checkpoints never reuses an early, partial
         registration; equal images shown by different questions are registered once."""
-        key = (memory.version, _content_key(np.asarray(image)), level)
-        hit = self._registrations.get(key)
-        if hit is None:
-            if len(self._registrations) > 64:
-                self._registrations.clear()
-            hit = self._registrations[key] = memory.register_topdown(image, level)
-        return hit
+        key = ("image", _content_key(np.asarray(image)), level)
+        return memory.derived(key, lambda: memory.register_topdown(image, level))
 
     # ------------------------------------------------------------------ answers
     def answer(self, question: Question, live: SpatialMemory | None = None) -> str:
