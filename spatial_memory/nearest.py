@@ -25,6 +25,10 @@ import numpy as np
 from numba import njit
 
 
+MAX_BUCKETS_PER_POINT = 64  # the bucket table's size bound (entries per point), see GridIndex
+MIN_BUCKETS = 1 << 22  # ... below which any table is allowed (32 MB: every apartment map)
+
+
 class GridIndex:
     """Nearest-neighbour queries within a radius over fixed ``points`` (N x 3), see the module doc."""
 
@@ -44,6 +48,12 @@ class GridIndex:
             self.order = np.zeros(0, dtype=np.int64)
             return
         self.origin = pts.min(axis=0)
+        # the bucket table holds one entry per bucket of the bounding box: a few far points (an outlier,
+        # a map spread over a large building) would make it huge, so coarser buckets bound it by
+        # MAX_BUCKETS_PER_POINT entries per point (the search is exact for any bucket side)
+        limit = max(MAX_BUCKETS_PER_POINT * self.n, MIN_BUCKETS)
+        while np.prod(np.floor((pts.max(axis=0) - self.origin) / self.bucket) + 1) > limit:
+            self.bucket *= 2.0
         cell = np.floor((pts - self.origin) / self.bucket).astype(np.int64)
         self.shape = cell.max(axis=0) + 1
         flat = (cell[:, 0] * self.shape[1] + cell[:, 1]) * self.shape[2] + cell[:, 2]

@@ -61,3 +61,21 @@ def test_edge_cases():
         GridIndex(np.array([[0.0, np.inf, 0.0]]))
     with pytest.raises(ValueError, match="bucket must be positive"):
         GridIndex(pts, bucket=0.0)
+
+
+def test_far_points_coarsen_the_buckets_not_the_answers():
+    """A map with a far outlier (100 m away) would need ~10^8 buckets of 0.1 m in its bounding box; the
+    index coarsens its buckets to at most 64 per point (or 2^22) and answers as the KD-tree does."""
+    rng = np.random.default_rng(5)
+    pts = np.concatenate([_voxel_centres(rng, n_surfaces=4), [[100.0, 100.0, 2.0]]])
+    grid, tree = GridIndex(pts), cKDTree(pts)
+    assert grid.bucket > 0.1 and len(grid.start) - 1 <= max(64 * len(pts), 1 << 22)
+    q = np.concatenate(
+        [pts[rng.integers(0, len(pts), 1000)] + rng.normal(scale=0.08, size=(1000, 3)), [[99.9, 100, 2]]]
+    )
+    for gate in (0.1, 0.3, 1.0):
+        d_t, j_t = tree.query(q, distance_upper_bound=gate)
+        d_g, j_g = grid.query(q, distance_upper_bound=gate)
+        assert np.array_equal(d_g, d_t) and np.array_equal(j_g, j_t), gate
+    dense = GridIndex(_voxel_centres(rng))  # an apartment-sized map keeps the bucket it asked for
+    assert dense.bucket == 0.1
