@@ -1,7 +1,7 @@
 """Driving a kinematic mobile base towards waypoints: actions ``[forward_m, left_m, yaw_rad]``.
 
 One control law for everything that steers a base: the house env's scripted expert and exploration
-route, and the memory navigator (``vla.agents.navigation``). A base is *holonomic* when it can move
+route, and the memory navigator (``vla.navigation``). A base is *holonomic* when it can move
 sideways (``max_left > 0``); the action's translation happens before its turn (envs/ground_nav/agent.py).
 
 :func:`step_towards`: a holonomic base turns on the spot while the target lies more than

@@ -47,7 +47,10 @@ def main() -> int:
     ap.add_argument("--dagger-steps", type=int, default=1000, help="house: training steps of each DAgger round")
     ap.add_argument("--house-chunk", type=int, default=4, help="house: actions per prediction (parallel decoding)")
     ap.add_argument(
-        "--house-recipe", default="bins", choices=("bins", "plain"), help="house: the demonstrations and inputs"
+        "--house-recipe",
+        default="bins",
+        choices=("bins", "plain", "routes"),
+        help="house: the demonstrations and inputs",
     )
     ap.add_argument(
         "--house-proprio",

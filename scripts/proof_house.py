@@ -14,7 +14,11 @@ are recorded through the policy's own bins (``agent.execute_bins=256`` with
 ``data.action_normalization=spec``), and both arms read the base's wheel odometry as a proprio token
 (``--house-proprio none`` leaves it out: the last motion predicts the next one so well that a learner
 copies it, see docs/POLICY.md);
-``plain`` is the first runs' recipe (``agent=memory`` demonstrations, recorded statistics).
+``plain`` is the first runs' recipe (``agent=memory`` demonstrations, recorded statistics);
+``routes`` is ``bins`` with a teacher that drives by the memory's routes alone
+(``agent.follow=routes``, :mod:`vla.navigation.routes`) and a memory arm that reads the same
+routes in its table (``data.memory.inputs`` with ``routes``), so that every label is a function of
+what the memory arm reads; no proprio token.
 """
 
 from __future__ import annotations
@@ -26,13 +30,21 @@ from proof_common import BIN, HOUSE_MEMORY, budget, checkpoints, only, run, summ
 
 ARMS = {"memory": ["policy=house_memory", f"data.memory={HOUSE_MEMORY}"], "no_memory": ["policy=house"]}
 NAVIGATOR = "{initial_turns: 0, replan_every: 1, switch_margin_m: 0.0}"  # decides on its map, every step
+_BINS = ["agent.execute_bins=256"]
 RECIPES = {
     "plain": {"record": ["agent=memory"], "teacher": [], "train": [], "proprio": "none"},
     "bins": {
-        "record": ["agent=dagger", "agent.beta=1.0", "agent.execute_bins=256", f"+agent.teacher.navigator={NAVIGATOR}"],
-        "teacher": ["agent.execute_bins=256", f"+agent.teacher.navigator={NAVIGATOR}"],
+        "record": ["agent=dagger", "agent.beta=1.0", *_BINS, f"+agent.teacher.navigator={NAVIGATOR}"],
+        "teacher": [*_BINS, f"+agent.teacher.navigator={NAVIGATOR}"],
         "train": ["data.action_normalization=spec"],
         "proprio": "motion",
+    },
+    "routes": {
+        "record": ["agent=dagger", "agent.beta=1.0", *_BINS, "+agent.teacher.follow=routes"],
+        "teacher": [*_BINS, "+agent.teacher.follow=routes"],
+        "train": ["data.action_normalization=spec"],
+        "proprio": "none",
+        "memory": HOUSE_MEMORY.replace("inputs: [topdown, objects, text]", "inputs: [topdown, objects, text, routes]"),
     },
 }
 # the policy's proprioception (a recipe's own, or --house-proprio): the base's last motion, or nothing
@@ -59,6 +71,8 @@ def house(a) -> dict:
             R / "logs/record.log",
         )
     arms = only(a, ARMS)
+    if "memory" in arms and "memory" in RECIPES[a.house_recipe]:  # the recipe's memory inputs
+        arms["memory"] = ["policy=house_memory", f"data.memory={RECIPES[a.house_recipe]['memory']}"]
     common = [
         "model=tiny_qwen2_5_vl",
         "policy.action_dim=4",

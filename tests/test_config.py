@@ -46,7 +46,7 @@ def test_composed_groups_are_the_dataclass_defaults():
 
 
 def test_overrides_reach_every_field_without_plus_and_unknown_keys_are_refused():
-    from vla.agents.navigation import NavigatorConfig
+    from vla.navigation import NavigatorConfig
 
     cfg = compose(
         "rollout", ["env=house", "env.split=val", "agent=memory", "agent.navigator.unknown_cost=2.0", "gst.every=7"]

@@ -22,7 +22,7 @@ from vla.rollout.runtime import Subscriber, run_episode
 from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 
 HOUSE = {"name": "house", "seed": 900001, "use_meshes": False, "width": 64, "height": 64, "max_steps": 60}
-MEMORY = MemoryInputsConfig(map_size=(64, 64))
+MEMORY = MemoryInputsConfig(map_size=(64, 64), inputs=("topdown", "objects", "text", "routes"))  # every group
 
 
 class Truth(Subscriber):
@@ -385,6 +385,9 @@ def test_memory_cache_is_what_the_transform_gave_live(tmp_path, house):
                 else:
                     assert got[k] == v and type(got[k]) is type(v), (trial, step, k)
     assert got["frames"] == len(t["actions"])  # the last step has fused every frame of its episode
+    kinds = [k for t in truth.values() for m in t["memory"] for k in m["routes/kind"]]
+    assert "target" in kinds and "frontier" in kinds  # the routes were there to compare, of both kinds
+    assert "; routes: " in got["text"]
 
 
 def test_memory_cache_invalidation_and_resume(tmp_path, house):

@@ -29,11 +29,15 @@ PACKAGES = ("spatial_memory", "envs", "vla")  # lowest first: a package imports 
 VLA_BELOW = {
     "vla.actions": set(),
     "vla.questions": set(),  # GST's questions, answers and the memory's answerer; the harness (vla.gst) is above
-    "vla.transforms": {"vla.actions"},
+    "vla.navigation": set(),  # the navigator's grid and planner on the memory's map (envs and spatial_memory only)
+    "vla.transforms": {"vla.actions", "vla.navigation"},  # the routes a policy reads (the routes memory input)
     "vla.policy": {"vla.actions", "vla.transforms", "vla.questions"},  # a question's inputs for the policy
     "vla.wire": set(),  # the wire format and the server's client: what the remote and openpi agents speak
     "vla.openpi_keys": {"vla.config"},  # the key maps are declared in configs/openpi/
-    "vla.agents": {"vla.actions", "vla.transforms", "vla.policy", "vla.openpi_keys", "vla.questions", "vla.wire"},
+    "vla.agents": {
+        *("vla.actions", "vla.navigation", "vla.transforms", "vla.policy"),
+        *("vla.openpi_keys", "vla.questions", "vla.wire"),
+    },
 }
 
 # (importer, imported): why the arrow is there although the rule above forbids it. A stale entry fails.
@@ -112,7 +116,7 @@ def _top(module: str) -> str:
 
 
 def _part(module: str) -> str:
-    """The part of vla a module belongs to: ``vla.agents`` for ``vla.agents.navigation.grid``."""
+    """The part of vla a module belongs to: ``vla.agents`` for ``vla.agents.memory``."""
     return ".".join(module.split(".")[:2])
 
 

@@ -1,4 +1,4 @@
-"""The memory navigator (vla/agents/navigation/) and the memory agent shell (vla/agents/memory.py).
+"""The memory navigator (vla/navigation/) and the memory agent shell (vla/agents/memory.py).
 
 Planner, frontier and visibility pieces on synthetic grids with known answers; the free-space rays
 and a closed loop on the synthetic two-room apartment of ``spatial_memory.synthetic`` (ray-cast
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from envs.control import BaseLimits, step_towards
-from vla.agents.navigation import (
+from vla.navigation import (
     GridWindow,
     MemoryNavigator,
     NavigatorConfig,
@@ -347,7 +347,7 @@ def test_memory_agent_config_composes():
     from vla.agents import make_agent
     from vla.config import compose
 
-    from vla.agents.navigation import NavigatorConfig
+    from vla.navigation import NavigatorConfig
 
     cfg = compose("rollout", ["env=house", "agent=memory"])
     assert cfg["agent"]["name"] == "memory"
@@ -529,7 +529,7 @@ def test_harsh_grid_drops_obstacle_specks():
     """Under ``harsh`` obstacle patches of fewer than 10 cells are depth noise (each one's lethal disc closed
     corridors); walls and furniture stay. Other profiles keep every cell; a value set explicitly stays."""
     from vla.agents.memory import MemoryAgent
-    from vla.agents.navigation.grid import drop_specks
+    from vla.navigation.grid import drop_specks
 
     def cells(**options) -> int:
         return MemoryAgent(**options).navigator.config.min_obstacle_cells
@@ -557,7 +557,7 @@ def test_the_navigators_grid_leaves_out_obstacle_specks_of_the_memory():
     from spatial_memory import SpatialMemory
     from spatial_memory.geometry import make_T
     from spatial_memory.synthetic import BoxScene, SceneBox, default_camera
-    from vla.agents.navigation.layers import NavLayers
+    from vla.navigation.layers import NavLayers
 
     floor = SceneBox(np.array([1.0, 0.5, -0.05]), np.array([8.0, 8.0, 0.1]), category="floor")
     crate = SceneBox(np.array([0.5, 0.5, 0.3]), np.array([0.4, 0.35, 0.6]), category="crate", instance_id=5)

@@ -335,8 +335,17 @@ def test_the_object_table_jitter_rewrites_its_numbers_in_training_only():
         inputs = MemoryInputs({"inputs": ["objects", "text"], "map_size": [32, 32]})
         inputs.reset(env.env_spec)
         d = inputs(obs).to_dict()
+        with_routes = MemoryInputs({"inputs": ["objects", "text", "routes"], "map_size": [32, 32]})
+        with_routes.reset(env.env_spec)
+        r = with_routes(obs).to_dict()
     finally:
         env.close()
+    # with routes (the memory's ways, after the table) the rewrite keeps them, jittered alike
+    rng = np.random.default_rng(0)
+    assert r["memory/text"].startswith(d["memory/text"] + "; routes: ") and len(r["memory/routes/kind"]) >= 1
+    assert JitterTable(0.0, 0.0)(r, rng)["memory/text"] == r["memory/text"]
+    noisy = JitterTable(5.0, 0.2)(r, rng)["memory/text"]
+    assert noisy.count("; routes: ") == 1 and noisy.split("; routes: ")[1] != r["memory/text"].split("; routes: ")[1]
     text = d["memory/text"]
     assert text != "nothing seen yet" and text.count(";") >= 1  # a table of several rows to jitter
     rng = np.random.default_rng(0)

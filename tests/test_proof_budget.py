@@ -45,3 +45,29 @@ def test_the_house_proofs_round_0_starts_from_init_from(tmp_path, monkeypatch):
         [],
         ["train.init_from=runs/s26/stage1/checkpoints/step_1500"],
     ]
+
+
+def test_the_routes_recipe_labels_with_the_route_follower_and_gives_the_memory_arm_the_routes(tmp_path, monkeypatch):
+    """``--house-recipe routes``: the demonstrations are recorded with the route follower as the
+    teacher, both arms train on them, and the memory arm's memory inputs carry the routes (what the
+    teacher acts on); the commands are captured, not run, and composed as the tools read them."""
+    from vla.transforms.memory import MemoryInputsConfig
+
+    house = load_script("proof_house")
+    seen: list[list[str]] = []
+    monkeypatch.setattr(house, "run", lambda cmd, log, *a, **k: seen.append(cmd))
+    args = _args(
+        root=str(tmp_path), stage="record", steps=8, dagger=0, arms=None, scenes=2, workers=0, house_chunk=4,
+        house_recipe="routes", house_proprio=None, init_from=None, select="val", val_scenes=1, test_scenes=1,
+    )  # fmt: skip
+    house.house(args)
+    house.house(Namespace(**{**vars(args), "stage": "train"}))
+    record = next(c for c in seen if c[0].endswith("vla-rollout"))
+    cfg = compose("rollout", record[1:])
+    assert cfg["agent"]["name"] == "dagger" and cfg["agent"]["teacher"]["follow"] == "routes"
+    trains = {c[-1].split("/")[-2]: c for c in seen if c[0].endswith("vla-train")}  # out=.../train/ARM/round0
+    assert sorted(trains) == ["memory", "no_memory"]
+    mem = compose("train", trains["memory"][1:])
+    assert "routes" in MemoryInputsConfig.from_dict(mem["data"]["memory"]).inputs
+    assert not any(c.startswith("data.memory=") for c in trains["no_memory"])
+    assert not any(c.startswith("policy.inputs.proprio=") for c in trains["memory"])  # the recipe's: none

@@ -16,7 +16,7 @@ CONFIGS = [
     "envs.omnigibson.config:OmniGibsonConfig",
     "spatial_memory.memory_config:MemoryConfig",
     "spatial_memory.drift:DriftConfig",
-    "vla.agents.navigation.config:NavigatorConfig",
+    "vla.navigation.config:NavigatorConfig",
     "vla.transforms.memory:MemoryInputsConfig",
     "vla.serve.config:ServeConfig",
     "vla.policy.backbone:ModelConfig",

@@ -3,7 +3,7 @@
 It is :class:`~vla.agents.with_memory.WithMemory` around the memory navigator: every step the
 memory transform (:class:`~vla.transforms.memory.MemoryInputs`) fuses the ego camera frame (the
 first camera, or option ``camera``) and adds the ``memory/*`` inputs to the observation; the
-:class:`~vla.agents.navigation.MemoryNavigator` then turns "go to the <category>" into base actions
+:class:`~vla.navigation.MemoryNavigator` then turns "go to the <category>" into base actions
 ``[forward_m, left_m, yaw_rad]`` from the observation and the memory. With an action space that is
 not a mobile base's (LIBERO's arm) it holds still (zero actions) and only remembers, unless option
 ``driver`` names another agent that acts (``agent.driver=scripted``, or any ``"pkg.mod:Class"``
@@ -30,7 +30,8 @@ from spatial_memory.strict import from_dict
 
 from ..policy import memory_inputs
 from ..transforms.memory import MemoryInputs, MemoryInputsConfig, is_mobile_base
-from .navigation import MemoryNavigator, NavigatorConfig
+from ..navigation import MemoryNavigator, NavigatorConfig
+from ..navigation.routes import RouteFollower
 from .with_memory import MemoryAnswers, WithMemory
 
 
@@ -38,13 +39,16 @@ from .with_memory import MemoryAnswers, WithMemory
 class MemoryAgentOptions:
     """Options of ``agent=memory``: the fields of :class:`MemoryInputsConfig` (camera, memory preset
     and overrides, which inputs, the perception profile it is built for), plus ``navigator`` (fields of
-    :class:`NavigatorConfig`, all of them by default) and ``driver`` (another agent that acts; the memory only
-    answers). The navigator needs only the object table, so ``inputs`` defaults to ``["objects"]``
-    (the map image costs tens of milliseconds per step). ``answer_from``: ``"memory"`` (GST answers
+    :class:`NavigatorConfig`, all of them by default), ``follow`` (``"routes"``: the base drives by the
+    map's routes alone, :class:`~vla.navigation.routes.RouteFollower`, instead of the navigator)
+    and ``driver`` (another agent that acts; the memory only answers). The navigator needs only the
+    object table, so ``inputs`` defaults to ``["objects"]`` (the map image costs tens of milliseconds
+    per step). ``answer_from``: ``"memory"`` (GST answers
     from everything the memory fused) or ``"frame"``, the frame-only control (the current view alone,
     the same perception and geometry: :mod:`vla.questions.single_frame`)."""
 
     navigator: dict[str, Any] = field(default_factory=lambda: asdict(NavigatorConfig()))
+    follow: str = "navigator"  # "routes": drive by the map's routes alone (RouteFollower), not the navigator
     driver: str | None = None
     camera: str | None = None
     memory: str = "auto"
@@ -61,6 +65,8 @@ class MemoryAgentOptions:
     def __post_init__(self) -> None:
         if self.answer_from not in ("memory", "frame"):
             raise ValueError(f"agent.answer_from must be 'memory' or 'frame', got {self.answer_from!r}")
+        if self.follow not in FOLLOW:
+            raise ValueError(f"agent.follow must be one of {FOLLOW}, got {self.follow!r}")
         if self.driver == "memory":
             raise ValueError("agent.driver cannot be the memory agent itself")
         NavigatorConfig.from_dict(self.navigator)  # validate both configs now, not mid-run
@@ -69,6 +75,9 @@ class MemoryAgentOptions:
     def inputs_config(self) -> MemoryInputsConfig:
         keys = {f.name for f in fields(MemoryInputsConfig)}
         return MemoryInputsConfig(**{k: getattr(self, k) for k in keys})
+
+
+FOLLOW = ("navigator", "routes")
 
 
 class _Navigate:
@@ -109,7 +118,7 @@ class MemoryAgent(WithMemory):
         self.options = from_dict(MemoryAgentOptions, options, "memory agent")
         inputs = memory_inputs(self.options.inputs_config(), seed=seed)
         nav_cfg = NavigatorConfig.from_dict(self.options.navigator).for_perception(self.options.perception)
-        self.navigator = MemoryNavigator(nav_cfg)
+        self.navigator = RouteFollower(nav_cfg) if self.options.follow == "routes" else MemoryNavigator(nav_cfg)
         self.driver = None
         if self.options.driver:
             from . import make_agent

@@ -162,9 +162,15 @@ class MemoryCache:
 
         def steps() -> Iterable[dict[str, Any]]:
             with open_hdf5(ref.path) as src:
-                for frame in _frames(src, ref, prefix):
+                obs_group = src[ref.group]["obs"]  # a base's bump flags, as the live transform sees them
+                blocked = obs_group["blocked"][()] if "blocked" in obs_group else np.zeros(ref.length, dtype=bool)
+                for t, frame in enumerate(_frames(src, ref, prefix)):
                     obs = Observation(
-                        cameras={obs_camera: frame}, state=np.zeros(0), instruction=ref.instruction, step=frame.step
+                        cameras={obs_camera: frame},
+                        state=np.zeros(0),
+                        sensors={"blocked": bool(blocked[t])},
+                        instruction=ref.instruction,
+                        step=frame.step,
                     )
                     inputs.integrate(obs)
                     yield inputs.entries(obs.instruction)  # as the live transform: named objects first

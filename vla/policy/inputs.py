@@ -178,7 +178,9 @@ class Augment:
 @dataclass(frozen=True)
 class JitterTable:
     """The object table (``memory/text``) rewritten from ``memory/objects/*`` with Gaussian noise on each
-    row's direction (``deg``) and distance (``m``); no-op without rng (inference reads the table as given)."""
+    row's direction (``deg``) and distance (``m``), and so are the routes after it (``memory/routes/*``:
+    direction and length) when the memory gives them; no-op without rng (inference reads the table as
+    given)."""
 
     deg: float
     m: float
@@ -192,13 +194,20 @@ class JitterTable:
                 "memory/objects/*: build the memory inputs with 'objects' (data.memory.inputs)"
             )
         from spatial_memory.geometry import wrap_deg
-        from vla.transforms.memory import object_table_text
+        from vla.transforms.memory import object_table_text, routes_text
 
         table = {k.split("/")[-1]: np.asarray(v) for k, v in d.items() if k.startswith("memory/objects/")}
         n = len(table["direction_deg"])
         table["direction_deg"] = wrap_deg(table["direction_deg"] + rng.normal(0.0, self.deg, n))
         table["distance_m"] = np.maximum(table["distance_m"] + rng.normal(0.0, self.m, n), 0.0)
-        return {**d, "memory/text": object_table_text(table)}
+        text = object_table_text(table)
+        if "memory/routes/kind" in d:  # the routes follow the table, jittered alike
+            routes = {k.split("/")[-1]: np.asarray(v) for k, v in d.items() if k.startswith("memory/routes/")}
+            r = len(routes["direction_deg"])
+            routes["direction_deg"] = wrap_deg(routes["direction_deg"] + rng.normal(0.0, self.deg, r))
+            routes["length_m"] = np.maximum(routes["length_m"] + rng.normal(0.0, self.m, r), 0.0)
+            text = f"{text}; routes: {routes_text(routes)}"
+        return {**d, "memory/text": text}
 
 
 @dataclass(frozen=True)

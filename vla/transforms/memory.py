@@ -17,9 +17,16 @@ that *any* policy can read -- scripted, learned or remote:
     memory/objects/point             int32 Nx2: on the top-down map's [0, 999] grid
     memory/objects/center            float32 Nx3: in the memory's (odometry) frame
     memory/text                      str: the object table in words (what a language model reads)
+    memory/routes/kind               unicode R (with ``routes``): "target" | "frontier", the target's first
+    memory/routes/direction_deg      float32 R: where the way there heads first (left positive)
+    memory/routes/length_m           float32 R: the way's length
 
-``inputs`` chooses which groups are computed (``topdown``, ``objects``, ``text``); the map costs
-tens of milliseconds per step, the table well under one. The map's frame is ``map_frame = "fit"``
+``inputs`` chooses which groups are computed (``topdown``, ``objects``, ``text``, ``routes``); the map
+costs tens of milliseconds per step, the table well under one. ``routes`` (a mobile base only) plans on
+the memory's map with the navigator's planner (:class:`~vla.navigation.routes.MapRoutes`: its
+layers take every frame, the base's pose and bumps) the way to the target, once the memory has it, and
+to the two best frontiers, and the text ends with them: ``"...; routes: sofa 20 deg left 4.1 m;
+unexplored 35 deg right 2.0 m"``. The map's frame is ``map_frame = "fit"``
 (everything the memory has seen, north-up, aspect kept), ``"ego"`` (a window of ``map_extent_m``
 centred on the agent, north-up) or ``"ego_up"`` (the same window turned so that the agent's heading
 points up: what lies ahead is above the agent, left is left -- the frame the actions are in).
@@ -47,7 +54,7 @@ from spatial_memory.profiles import PROFILES, memory_config_for
 from spatial_memory.strict import check_keys, field_names, from_dict
 from spatial_memory.topdown import LEVELS, TopDownFrame
 
-INPUT_GROUPS = ("topdown", "objects", "text")
+INPUT_GROUPS = ("topdown", "objects", "text", "routes")
 MAP_FRAMES = ("fit", "ego", "ego_up")
 MEMORY_PRESETS = ("auto", "apartment", "tabletop")
 BASE_ACTIONS = ("forward_m", "left_m", "yaw_rad")  # a mobile base's action names (the house env's)
@@ -155,6 +162,13 @@ class MemoryInputs:
     def reset(self, spec: EnvSpec | None) -> None:
         self.spec = spec
         self.memory = SpatialMemory(config=self.config.memory_config(self.mobile_base))
+        self.routes = None
+        self._pose = None  # the base's [x, y, yaw] and frame of the last integrate (routes)
+        if "routes" in self.config.inputs and self.mobile_base:
+            from vla.navigation import NavigatorConfig
+            from vla.navigation.routes import MapRoutes
+
+            self.routes = MapRoutes(NavigatorConfig().for_perception(self.config.perception))
 
     # ------------------------------------------------------------------ the transform
     def camera(self, observation: Observation) -> str:
@@ -171,7 +185,13 @@ class MemoryInputs:
     def integrate(self, observation: Observation) -> None:
         if self.memory is None:
             self.reset(self.spec)
-        self.memory.integrate(observation.cameras[self.camera(observation)])
+        frame = observation.cameras[self.camera(observation)]
+        self.memory.integrate(frame)
+        if self.routes is not None:  # the base stands where its camera is, facing as it does
+            T = np.asarray(frame.T_world_cam, dtype=np.float64)
+            pose = np.array([T[0, 3], T[1, 3], camera_yaw(T)])
+            self.routes.observe(frame, pose, bool(observation.sensors.get("blocked", False)))
+            self._pose = (pose, frame)
 
     def __call__(self, observation: Observation) -> Observation:
         """Fuse the observation's frame and return it with the ``memory/*`` entries (see module doc)."""
@@ -231,6 +251,16 @@ class MemoryInputs:
                 out.update({f"objects/{k}": v for k, v in table.items()})
             if "text" in cfg.inputs:
                 out["text"] = object_table_text(table)
+        if self.routes is not None and view is None and self._pose is not None:
+            self.routes.set_instruction(instruction)
+            rows = self.routes.routes(mem, self._pose[1], self._pose[0])
+            out["routes/kind"] = np.array([r.kind for r in rows], dtype=np.str_)
+            out["routes/category"] = np.array([r.category for r in rows], dtype=np.str_)
+            out["routes/direction_deg"] = np.array([r.direction_deg for r in rows], dtype=np.float32)
+            out["routes/length_m"] = np.array([r.length_m for r in rows], dtype=np.float32)
+            if "text" in cfg.inputs:
+                routes = {k[len("routes/") :]: v for k, v in out.items() if k.startswith("routes/")}
+                out["text"] = f"{out.get('text', object_table_text({}))}; routes: {routes_text(routes)}"
         return out
 
     def _grid(self, frame: TopDownFrame, M: np.ndarray | None, xy: np.ndarray) -> np.ndarray:
@@ -300,6 +330,17 @@ def _heading_up(frame: TopDownFrame, agent_xy: np.ndarray, heading_deg: float, s
     h, w = size
     M[:, 2] += np.array([w / 2, h / 2]) - c
     return M
+
+
+def routes_text(routes: dict[str, np.ndarray]) -> str:
+    """The ``memory/routes/*`` rows in words, as the table: ``"sofa 20 deg left 4.1 m; unexplored 35 deg
+    right 2.0 m"`` (``"none"`` for no route)."""
+    parts = []
+    for cat, d, m in zip(routes["category"], routes["direction_deg"], routes["length_m"]):
+        d = float(d)
+        side = "ahead" if abs(d) < 0.5 else (f"{abs(d):.0f} deg left" if d > 0 else f"{abs(d):.0f} deg right")
+        parts.append(f"{cat} {side} {float(m):.1f} m")
+    return "; ".join(parts) if parts else "none"
 
 
 def object_table_text(table: dict[str, np.ndarray], max_rows: int | None = None) -> str:

@@ -76,3 +76,22 @@ def rank_frontiers(
         for b in best
     ]
     return sorted(out, key=lambda f: f.score)
+
+
+def look_point(grid, point_xy: np.ndarray) -> np.ndarray:
+    """Where to look from a frontier: the centroid of the unknown cells of ``grid`` (an
+    :class:`~.grid.OccupancyGrid`) within 1.5 m of its point (the point itself when there are none)."""
+    w = grid.window
+    c = w.world_to_cell(point_xy)
+    k = int(1.5 / w.res)
+    r0, r1, c0, c1 = (
+        max(c[0] - k, 0),
+        min(c[0] + k + 1, w.shape[0]),
+        max(c[1] - k, 0),
+        min(c[1] + k + 1, w.shape[1]),
+    )
+    un = grid.unknown[r0:r1, c0:c1]
+    if not un.any():
+        return point_xy
+    rr, cc = np.nonzero(un)
+    return w.cell_to_world(np.array([rr.mean() + r0, cc.mean() + c0]))

@@ -214,3 +214,24 @@ def cost_field(
         )  # out by the clearest way
     dist, parent = dijkstra(cost, start)
     return dist, parent, start
+
+
+def pursuit_point(grid: OccupancyGrid, pos: np.ndarray, pts: np.ndarray, d0: float, cfg: NavigatorConfig) -> np.ndarray:
+    """Pure pursuit's point on a path: the farthest of ``pts`` (world xy, the path ahead, ``d0`` metres
+    from the base at ``pos`` to its first point) within ``lookahead_m`` of path length that the base
+    reaches in a straight line over safe cells (or the path's own cells); the first point otherwise."""
+    w = grid.window
+    ok = np.isfinite(grid.cost) & (grid.clearance >= cfg.agent_radius_m + 0.5 * (cfg.lethal_margin_m + cfg.inflation_m))
+    prc = w.world_to_cell(pts)
+    inside = w.inside(prc)
+    ok = ok.copy()
+    ok[prc[inside, 0], prc[inside, 1]] |= np.isfinite(grid.cost[prc[inside, 0], prc[inside, 1]])
+    a = np.array([(pos[1] - w.y0) / w.res, (pos[0] - w.x0) / w.res])
+    arc = np.concatenate([[0.0], np.cumsum(np.hypot(*np.diff(pts, axis=0).T))]) + d0
+    for j in range(len(pts) - 1, -1, -1):
+        if arc[j] > cfg.lookahead_m and j > 0:
+            continue
+        b = np.array([(pts[j, 1] - w.y0) / w.res, (pts[j, 0] - w.x0) / w.res])
+        if j == 0 or segment_clear(ok, a, b):
+            return pts[j]
+    return pts[0]

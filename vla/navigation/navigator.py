@@ -16,11 +16,11 @@ from envs.control import BaseLimits, step_towards, turn_towards
 from spatial_memory.geometry import wrap_angle
 
 from .config import NavigatorConfig
-from .frontiers import FrontierChoice, frontier_clusters, frontier_mask, rank_frontiers
+from .frontiers import FrontierChoice, frontier_clusters, frontier_mask, look_point, rank_frontiers
 from .grid import OccupancyGrid, half_fovs
 from .layers import NavLayers
-from .planning import cost_field, extract_path, segment_clear
-from .targets import approach_cell, parse_target, target_reached
+from .planning import cost_field, extract_path, pursuit_point
+from .targets import approach_cell, find_target, parse_target, target_reached
 
 PHASES = ("explore", "goto", "done")
 ALIGN_DEG = 5.0  # a base without sideways motion turns until the path heading is within this
@@ -40,6 +40,28 @@ class _Goal:
     bumps: int = 0
 
 
+def base_limits(cfg: NavigatorConfig, max_forward: float, max_left: float, max_turn: float) -> BaseLimits:
+    """The shared base controller's limits, turning on the spot beyond ``turn_in_place_deg`` (a base
+    without sideways motion: beyond ``ALIGN_DEG``)."""
+    return BaseLimits(max_forward, max_left, max_turn, math.radians(cfg.turn_in_place_deg), math.radians(ALIGN_DEG))
+
+
+def action_limits(cfg: NavigatorConfig, low: np.ndarray, high: np.ndarray) -> BaseLimits:
+    """The limits for an action space's bounds ``[forward_m, left_m, yaw_rad]``."""
+    low, high = np.asarray(low, dtype=np.float64).ravel(), np.asarray(high, dtype=np.float64).ravel()
+    if low.shape != (3,) or high.shape != (3,):
+        raise ValueError(
+            f"the navigator needs a 3-dim action space [forward_m, left_m, yaw_rad], got bounds of shape {low.shape}"
+        )
+    m = np.minimum(np.abs(low), np.abs(high))
+    limits = base_limits(cfg, float(high[0]), float(m[1]), float(m[2]))
+    if limits.max_forward <= 0 or limits.max_turn <= 0:
+        raise ValueError(
+            f"the action space must allow forward motion and turning, got low={low.tolist()} high={high.tolist()}"
+        )
+    return limits
+
+
 class MemoryNavigator:
     """Explore until the target is in memory, then go to it (see the module doc). ``phase`` is
     ``"explore"``, ``"goto"`` or ``"done"``; ``grid`` is the last :class:`OccupancyGrid`."""
@@ -54,24 +76,10 @@ class MemoryNavigator:
     # ---------------------------------------------------------------------------- setup
     def set_action_limits(self, low: np.ndarray, high: np.ndarray) -> None:
         """Take the action bounds ``[forward_m, left_m, yaw_rad]`` from an action space."""
-        low, high = np.asarray(low, dtype=np.float64).ravel(), np.asarray(high, dtype=np.float64).ravel()
-        if low.shape != (3,) or high.shape != (3,):
-            raise ValueError(
-                "the navigator needs a 3-dim action space [forward_m, left_m, yaw_rad], "
-                f"got bounds of shape {low.shape}"
-            )
-        m = np.minimum(np.abs(low), np.abs(high))
-        self.limits = self._limits(float(high[0]), float(m[1]), float(m[2]))
-        if self.limits.max_forward <= 0 or self.limits.max_turn <= 0:
-            raise ValueError(
-                f"the action space must allow forward motion and turning, got low={low.tolist()} high={high.tolist()}"
-            )
+        self.limits = action_limits(self.config, low, high)
 
     def _limits(self, max_forward: float, max_left: float, max_turn: float) -> BaseLimits:
-        """The shared base controller's limits, turning on the spot beyond ``turn_in_place_deg`` (a
-        base without sideways motion: beyond ``ALIGN_DEG``)."""
-        turn_in_place = math.radians(self.config.turn_in_place_deg)
-        return BaseLimits(max_forward, max_left, max_turn, turn_in_place, math.radians(ALIGN_DEG))
+        return base_limits(self.config, max_forward, max_left, max_turn)
 
     def reset(self, instruction: str) -> None:
         """Start an episode. An instruction that is not "go to the <category>" leaves no target: the
@@ -221,15 +229,7 @@ class MemoryNavigator:
         return None
 
     def _find_target(self, memory: Any):
-        """The memory object of the target category with the most sample points (at least
-        ``min_target_points``); None while there is none."""
-        if not self.target_category:
-            return None
-        best = None
-        for o in memory.objects_by_category(self.target_category):
-            if o.n_points >= self.config.min_target_points and (best is None or o.n_points > best.n_points):
-                best = o
-        return best
+        return find_target(memory, self.target_category, self.config)
 
     # ---------------------------------------------------------------------------- planning helpers
     def _set_path(self, goal: _Goal, parent: np.ndarray, cell: tuple[int, int]) -> None:
@@ -265,25 +265,7 @@ class MemoryNavigator:
         if len(pts) == 1 and d[0] <= cfg.goal_tolerance_m:
             path.clear()
             return None
-        w = self.grid.window
-        ok = np.isfinite(self.grid.cost) & (
-            self.grid.clearance >= cfg.agent_radius_m + 0.5 * (cfg.lethal_margin_m + cfg.inflation_m)
-        )
-        prc = w.world_to_cell(pts)
-        inside = w.inside(prc)
-        ok = ok.copy()
-        ok[prc[inside, 0], prc[inside, 1]] |= np.isfinite(self.grid.cost[prc[inside, 0], prc[inside, 1]])
-        a = np.array([(pos[1] - w.y0) / w.res, (pos[0] - w.x0) / w.res])
-        arc = np.concatenate([[0.0], np.cumsum(np.hypot(*np.diff(pts, axis=0).T))]) + d[0]
-        target = pts[0]
-        for j in range(len(pts) - 1, -1, -1):
-            if arc[j] > cfg.lookahead_m and j > 0:
-                continue
-            b = np.array([(pts[j, 1] - w.y0) / w.res, (pts[j, 0] - w.x0) / w.res])
-            if j == 0 or segment_clear(ok, a, b):
-                target = pts[j]
-                break
-        return step_towards(pose, target, self.limits)
+        return step_towards(pose, pursuit_point(self.grid, pos, pts, d[0], cfg), self.limits)
 
     def _stuck(self) -> bool:
         cfg = self.config
@@ -455,21 +437,7 @@ class MemoryNavigator:
         return turn_towards(pose, look, self.limits)
 
     def _look_point(self, point_xy: np.ndarray) -> np.ndarray:
-        """Where to look from a frontier: the centroid of the unknown cells within 1.5 m of its point."""
-        w = self.grid.window
-        c = w.world_to_cell(point_xy)
-        k = int(1.5 / w.res)
-        r0, r1, c0, c1 = (
-            max(c[0] - k, 0),
-            min(c[0] + k + 1, w.shape[0]),
-            max(c[1] - k, 0),
-            min(c[1] + k + 1, w.shape[1]),
-        )
-        un = self.grid.unknown[r0:r1, c0:c1]
-        if not un.any():
-            return point_xy
-        rr, cc = np.nonzero(un)
-        return w.cell_to_world(np.array([rr.mean() + r0, cc.mean() + c0]))
+        return look_point(self.grid, point_xy)
 
     def _choose_frontier(
         self, pose: np.ndarray, current: _Goal | None

@@ -32,6 +32,18 @@ def parse_target(instruction: str) -> str:
     return m.group(1).strip()
 
 
+def find_target(memory: Any, category: str | None, cfg: NavigatorConfig):
+    """The memory object of ``category`` with the most sample points (at least ``min_target_points``);
+    None while there is none (or no category)."""
+    if not category:
+        return None
+    best = None
+    for o in memory.objects_by_category(category):
+        if o.n_points >= cfg.min_target_points and (best is None or o.n_points > best.n_points):
+            best = o
+    return best
+
+
 def target_points(obj: Any) -> np.ndarray:
     """Six world points (6x3) of a memory object's box: centre, upper centre, four upper corners pulled in."""
     c, s, yaw = np.asarray(obj.center), np.asarray(obj.size), float(obj.yaw)
