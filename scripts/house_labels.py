@@ -7,7 +7,9 @@ distance. Per group: the share of samples, how often the label drives forward, t
 the row's side, and signals stop. A label that is a function of the row (turn towards it, stop when
 it is near) can be learnt by reading the table; one that is not needs more than the table.
 
-Example (the apartments proof's memory arm, docs/POLICY.md)::
+``--rows routes`` sorts by the route a route follower takes instead (the ``routes`` memory input,
+docs/NAVIGATION.md): its labels should turn towards that route's side. In the tables, "in the table"
+then means "a route". Example (the apartments proof's memory arm, docs/POLICY.md)::
 
     .venv/bin/python scripts/house_labels.py runs/proof/house3/train/memory/round0
 """
@@ -40,6 +42,15 @@ def lead_row(prompt: str, memory: dict) -> tuple[float, float] | None:
     if f" {normalise_category(cats[0])} " not in f" {normalise_category(prompt)} ":
         return None
     return float(memory["objects/direction_deg"][0]), float(memory["objects/distance_m"][0])
+
+
+def lead_route(memory: dict) -> tuple[float, float] | None:
+    """(direction_deg, length_m) of the route a route follower takes (``memory/routes/*``: the target's
+    when there is one, it comes first; else the best frontier's), else None."""
+    kinds = memory.get("routes/kind")
+    if kinds is None or len(kinds) == 0:
+        return None
+    return float(memory["routes/direction_deg"][0]), float(memory["routes/length_m"][0])
 
 
 def label_stats(rows: list[tuple[tuple[float, float] | None, np.ndarray]]) -> dict:
@@ -120,8 +131,10 @@ def table(stats: dict) -> str:
     return "\n".join(lines)
 
 
-def run_rows(run: Path) -> list[tuple[tuple[float, float] | None, np.ndarray]]:
-    """Every sample (train and val split) of a finished training run's data, with its memory inputs."""
+def run_rows(run: Path, rows_of: str = "table") -> list[tuple[tuple[float, float] | None, np.ndarray]]:
+    """Every sample (train and val split) of a training run's data with the row it is sorted by:
+    ``table``, the object table's lead row when it is the target's; ``routes``, the route a route
+    follower takes (the run's memory inputs must hold ``routes``)."""
     from vla.policy import ModelConfig, PolicyConfig
     from vla.train.config import DataConfig, TrainConfig
     from vla.train.data import build_sources
@@ -132,6 +145,8 @@ def run_rows(run: Path) -> list[tuple[tuple[float, float] | None, np.ndarray]]:
     pcfg = pcfg.with_memory(dcfg.memory, mcfg.image_size)
     if not pcfg.inputs.uses_memory:
         raise SystemExit(f"{run}: the run's policy reads no memory inputs (train with policy=house_memory)")
+    if rows_of == "routes" and "routes" not in pcfg.memory.inputs:
+        raise SystemExit(f"{run}: the run's memory inputs hold no routes (cpu_proof.py house --house-recipe routes)")
     train, val, _, _ = build_sources(
         dcfg, 1, pcfg.memory.to_dict(), run / "memory_cache", tcfg.seed, tuple(pcfg.inputs.cameras)
     )
@@ -145,7 +160,8 @@ def run_rows(run: Path) -> list[tuple[tuple[float, float] | None, np.ndarray]]:
                 raise SystemExit(
                     f"{run}: expected house actions [forward_m, left_m, yaw_rad, stop], got {action.shape}"
                 )
-            rows.append((lead_row(str(s.obs.get("prompt", "")), memory), action))
+            row = lead_route(memory) if rows_of == "routes" else lead_row(str(s.obs.get("prompt", "")), memory)
+            rows.append((row, action))
     return rows
 
 
@@ -153,10 +169,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run", type=Path, help="a finished vla-train run directory (its run.json) with memory inputs")
     ap.add_argument("--json", type=Path, help="also write the statistics here")
+    ap.add_argument(
+        "--rows",
+        choices=("table", "routes"),
+        default="table",
+        help="sort by the object table's target row (default) or by the route a route follower takes",
+    )
     a = ap.parse_args(argv)
     if not (a.run / "run.json").is_file():
         raise SystemExit(f"{a.run}: no run.json (a vla-train output directory)")
-    stats = label_stats(run_rows(a.run))
+    stats = label_stats(run_rows(a.run, a.rows))
     if a.json:
         a.json.write_text(json.dumps(stats, indent=2))
     print(table(stats))

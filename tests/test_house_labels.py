@@ -10,7 +10,7 @@ from tests.conftest import ROOT, VENV_BIN, cli_env
 
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from house_labels import label_stats, lead_row  # noqa: E402
+from house_labels import label_stats, lead_route, lead_row  # noqa: E402
 
 
 def _table(cats, deg, m):
@@ -30,6 +30,17 @@ def test_the_lead_row_counts_only_when_the_instruction_names_it():
     assert lead_row("go to the bear", t) is None  # a word of the category is not the category
     assert lead_row("go to the sofa", _table([], [], [])) is None
     assert lead_row("go to the sofa", {}) is None
+
+
+def test_the_lead_route_is_the_first():
+    """The route a follower takes: the first of ``memory/routes/*`` (the target's leads when there is one)."""
+    routes = {
+        "routes/kind": np.array(["target", "frontier"]),
+        "routes/direction_deg": np.array([-30.0, 80.0]),
+        "routes/length_m": np.array([3.5, 1.0]),
+    }
+    assert lead_route(routes) == (-30.0, 3.5)
+    assert lead_route({"routes/kind": np.array([], dtype=str)}) is None and lead_route({}) is None
 
 
 def test_statistics_by_bearing_and_distance():
@@ -97,7 +108,8 @@ def test_a_training_runs_data_is_read_with_its_memory_inputs(tmp_path):
         "progress=false",
     ]  # fmt: skip
     for name, policy in (("mem", "policy=house_memory"), ("plain", "policy=house")):
-        extra = ["data.memory={map_size: [56, 56], max_objects: 4}"] if name == "mem" else []
+        extra = ["data.memory={map_size: [56, 56], max_objects: 4, inputs: [topdown, objects, text, routes]}"]
+        extra = extra if name == "mem" else []
         r = subprocess.run(
             [*common, policy, *extra, f"out={tmp_path / name}"],
             capture_output=True,
@@ -125,6 +137,11 @@ def test_a_training_runs_data_is_read_with_its_memory_inputs(tmp_path):
     assert sum(b["samples"] for b in s["by_bearing"]) == sum(b["samples"] for b in s["by_distance"])
     assert s["target_in_table"] > 0  # the expert's episodes end at their target: it is in the table then
     assert f"{steps} samples" in r.stdout
+    by_routes = [*script, str(tmp_path / "mem"), "--rows", "routes", "--json", str(tmp_path / "r.json")]
+    r = subprocess.run(by_routes, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    routes = json.loads((tmp_path / "r.json").read_text())
+    assert routes["samples"] == steps and routes["target_in_table"] > s["target_in_table"]  # a route nearly always
     r = subprocess.run(
         [*script, str(tmp_path / "plain")], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
     )
