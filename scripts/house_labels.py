@@ -99,12 +99,13 @@ def label_stats(rows: list[tuple[tuple[float, float] | None, np.ndarray]]) -> di
     return out
 
 
-def table(stats: dict) -> str:
+def table(stats: dict, rows_of: str = "table") -> str:
     def pct(x) -> str:
         return "-" if x is None else f"{100 * x:.0f} %"
 
+    row = "the instruction's category in the table" if rows_of == "table" else "a route (target or frontier)"
     lines = [
-        f"{stats['samples']} samples; the instruction's category in the table: {pct(stats['target_in_table'])}",
+        f"{stats['samples']} samples; {row}: {pct(stats['target_in_table'])}",
         "",
         "| states | samples | forward | turn left | turn right | turns towards the row | stop |",
         "|---|---|---|---|---|---|---|",
@@ -181,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     stats = label_stats(run_rows(a.run, a.rows))
     if a.json:
         a.json.write_text(json.dumps(stats, indent=2))
-    print(table(stats))
+    print(table(stats, a.rows))
     return 0
 
 
