@@ -49,7 +49,7 @@ def main() -> int:
     ap.add_argument(
         "--house-recipe",
         default="bins",
-        choices=("bins", "plain", "routes"),
+        choices=("bins", "plain", "routes", "routes_token"),
         help="house: the demonstrations and inputs",
     )
     ap.add_argument(

@@ -18,7 +18,9 @@ copies it, see docs/POLICY.md);
 ``routes`` is ``bins`` with a teacher that drives by the memory's routes alone
 (``agent.follow=routes``, :mod:`vla.navigation.routes`) and a memory arm that reads the same
 routes in its table (``data.memory.inputs`` with ``routes``), so that every label is a function of
-what the memory arm reads; no proprio token.
+what the memory arm reads; no proprio token. ``routes_token`` is ``routes`` with the memory arm reading
+the routes and the target's row as numbers as well, through the proprio token
+(``policy.inputs.proprio_keys=[memory/routes]``, :func:`vla.transforms.memory.route_features`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ RECIPES = {
         "memory": HOUSE_MEMORY.replace("inputs: [topdown, objects, text]", "inputs: [topdown, objects, text, routes]"),
     },
 }
+# routes with the memory arm reading them as numbers too: a proprio token of the routes and the target's row
+RECIPES["routes_token"] = {
+    **RECIPES["routes"],
+    "memory_policy": ["policy.inputs.proprio=token", "policy.inputs.proprio_keys=[memory/routes]"],
+}
 # the policy's proprioception (a recipe's own, or --house-proprio): the base's last motion, or nothing
 PROPRIO = {"motion": ["policy.inputs.proprio=token", "policy.inputs.proprio_keys=[sensors/motion]"], "none": []}
 
@@ -73,6 +80,7 @@ def house(a) -> dict:
     arms = only(a, ARMS)
     if "memory" in arms and "memory" in RECIPES[a.house_recipe]:  # the recipe's memory inputs
         arms["memory"] = ["policy=house_memory", f"data.memory={RECIPES[a.house_recipe]['memory']}"]
+        arms["memory"] += RECIPES[a.house_recipe].get("memory_policy", [])
     common = [
         "model=tiny_qwen2_5_vl",
         "policy.action_dim=4",

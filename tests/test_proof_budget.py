@@ -71,3 +71,20 @@ def test_the_routes_recipe_labels_with_the_route_follower_and_gives_the_memory_a
     assert "routes" in MemoryInputsConfig.from_dict(mem["data"]["memory"]).inputs
     assert not any(c.startswith("data.memory=") for c in trains["no_memory"])
     assert not any(c.startswith("policy.inputs.proprio=") for c in trains["memory"])  # the recipe's: none
+
+
+def test_the_routes_token_recipe_gives_the_routes_as_numbers_to_the_memory_arm_alone(tmp_path, monkeypatch):
+    """``--house-recipe routes_token``: the routes recipe, and the memory arm (only) reads the routes as a
+    proprio token; the commands are captured, not run, and composed as the tools read them."""
+    house = load_script("proof_house")
+    seen: list[list[str]] = []
+    monkeypatch.setattr(house, "run", lambda cmd, log, *a, **k: seen.append(cmd))
+    args = _args(
+        root=str(tmp_path), stage="train", steps=8, dagger=0, arms=None, scenes=2, workers=0, house_chunk=4,
+        house_recipe="routes_token", house_proprio=None, init_from=None, select="val", val_scenes=1, test_scenes=1,
+    )  # fmt: skip
+    house.house(args)
+    trains = {c[-1].split("/")[-2]: compose("train", c[1:]) for c in seen if c[0].endswith("vla-train")}
+    assert trains["memory"]["policy"]["inputs"]["proprio"] == "token"
+    assert list(trains["memory"]["policy"]["inputs"]["proprio_keys"]) == ["memory/routes"]
+    assert trains["no_memory"]["policy"]["inputs"]["proprio"] == "none"

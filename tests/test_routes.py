@@ -105,6 +105,12 @@ def test_routes_as_memory_inputs():
         assert len(m["routes/direction_deg"]) == len(m["routes/length_m"]) == len(kinds)
         assert m["text"].split("; routes: ")[1].count(" m") == len(kinds)
         assert np.all(np.abs(m["routes/direction_deg"]) <= 180) and np.all(m["routes/length_m"] >= 0)
+        from vla.transforms.memory import route_features
+
+        f = route_features({f"memory/{k}": v for k, v in m.items()})  # what a proprio token reads of them
+        lead = np.radians(float(m["routes/direction_deg"][0]))
+        np.testing.assert_allclose(f[:4], [1.0, kinds[0] == "target", np.sin(lead), np.cos(lead)], atol=1e-6)
+        assert np.all(np.abs(f) <= 1.0)
         r = MapRoutes()
         r.reset("look around")  # not "go to the <category>": frontiers only
         frame = next(iter(obs.cameras.values()))
@@ -114,3 +120,75 @@ def test_routes_as_memory_inputs():
         env.close()
     with pytest.raises(ValueError, match="frontiers"):
         MapRoutes(frontiers=-1)
+
+
+def _rows(kinds, cats, deg, length, objects=None):
+    d = {
+        "memory/routes/kind": np.array(kinds, dtype=np.str_),
+        "memory/routes/category": np.array(cats, dtype=np.str_),
+        "memory/routes/direction_deg": np.array(deg, dtype=np.float32),
+        "memory/routes/length_m": np.array(length, dtype=np.float32),
+    }
+    if objects:
+        cat, odeg, dist = zip(*objects)
+        d.update(
+            {
+                "memory/objects/category": np.array(cat, dtype=np.str_),
+                "memory/objects/direction_deg": np.array(odeg, dtype=np.float32),
+                "memory/objects/distance_m": np.array(dist, dtype=np.float32),
+            }
+        )
+    return d
+
+
+def test_route_features_are_the_rows_as_numbers():
+    """``proprio_keys=[memory/routes]``: per route [present, is target, sin, cos, length / 5 m capped at 1],
+    the first two routes, then the target's table row [present, sin, cos, distance / 5 m]."""
+    from vla.policy.inputs import InputConfig, proprio_vector
+    from vla.transforms.memory import ROUTE_FEATURES_DIM, route_features
+
+    d = _rows(
+        ["target", "frontier", "frontier"], ["mug", "unexplored", "unexplored"], [90.0, -30.0, 5.0], [2.5, 8.0, 1.0],
+        objects=[("sofa", 10.0, 3.0), ("mug", 180.0, 1.0)],
+    )
+    want = [1, 1, 1, 0, 0.5, 1, 0, -0.5, np.sqrt(3) / 2, 1.0, 1, 0, -1, 0.2]
+    assert ROUTE_FEATURES_DIM == len(want)
+    np.testing.assert_allclose(route_features(d), want, atol=1e-6)
+    # frontiers only (the memory has no target yet): the target's block stays empty
+    only = route_features(_rows(["frontier"], ["unexplored"], [0.0], [1.0], objects=[("mug", 0.0, 1.0)]))
+    np.testing.assert_allclose(only, [1, 0, 0, 1, 0.2] + [0] * 9, atol=1e-6)
+    np.testing.assert_array_equal(route_features(_rows([], [], [], [])), np.zeros(ROUTE_FEATURES_DIM))
+    with pytest.raises(ValueError, match="no memory/routes"):
+        route_features({"memory/text": "nothing seen yet"})
+    # the proprio token reads them after the named data keys, in order
+    cfg = InputConfig(cameras=(), proprio="token", proprio_keys=("sensors/motion", "memory/routes"), augment=False)
+    assert InputConfig.from_dict(cfg.to_dict()) == cfg
+    got = proprio_vector({**d, "sensors/motion": np.array([0.1, 0.0, -0.2])}, cfg.proprio_keys)
+    np.testing.assert_allclose(got, [0.1, 0.0, -0.2, *want], atol=1e-6)
+
+
+def test_proprio_statistics_pass_the_route_features_through():
+    """The routes' columns need no statistics (already in [-1, 1]): fixed bounds, mask False, so the
+    normalisation leaves them as they are; a data key beside them keeps its own statistics, in order."""
+    from vla.train.data import proprio_statistics
+    from vla.transforms.memory import ROUTE_FEATURES_DIM
+
+    class Episodes:  # a source as the loader sees one: a key, a length and its states by key
+        key = "house"
+
+        def __len__(self):
+            return 5
+
+        def states(self, keys):
+            assert keys == ("sensors/motion",)
+            return np.arange(15, dtype=np.float64).reshape(5, 3)
+
+    (st,) = proprio_statistics([Episodes()], ("memory/routes", "sensors/motion")).values()
+    assert st.dim == ROUTE_FEATURES_DIM + 3
+    x = np.concatenate([np.linspace(-1, 1, ROUTE_FEATURES_DIM), [0.0, 7.0, 14.0]])
+    y = st.normalize(x)
+    np.testing.assert_allclose(y[:ROUTE_FEATURES_DIM], x[:ROUTE_FEATURES_DIM])
+    assert y[ROUTE_FEATURES_DIM] < -0.9 and y[-1] > 0.9  # motion's columns: their own q01 / q99
+    question_set = type("Questions", (), {"key": "qa"})()  # no states: left out
+    (alone,) = proprio_statistics([question_set, Episodes()], ("memory/routes",)).values()
+    assert alone.dim == ROUTE_FEATURES_DIM and not alone.mask.any()

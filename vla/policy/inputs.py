@@ -31,6 +31,8 @@ import numpy as np
 
 from spatial_memory.strict import from_dict
 
+MEMORY_ROUTES = "memory/routes"  # a proprio key computed from the memory's routes, not read from the data
+
 IMAGE = "<image>"
 PROMPT = "What action should the robot take to {instruction}?"
 PROPRIO = ("none", "text", "token")
@@ -46,7 +48,8 @@ class InputConfig:
     proprio: str = "none"  # none | text (the state vector's digits in the prompt) | token (one token, a learned
     #                         projection of the normalised state: OpenVLA-OFT's proprio projector)
     # what "the state vector" is: observation keys concatenated in order (a base's wheel odometry of the
-    # last step: ["sensors/motion"]; the arm's pose: ["state"])
+    # last step: ["sensors/motion"]; the arm's pose: ["state"]; the memory's routes and the target's row as
+    # numbers: ["memory/routes"], vla.transforms.memory.route_features)
     proprio_keys: tuple[str, ...] = ("state",)
     memory_map: bool = False  # memory/topdown as an extra image
     memory_text: bool = False  # memory/text (the object table) in the prompt
@@ -59,10 +62,11 @@ class InputConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "cameras", tuple(self.cameras))
         object.__setattr__(self, "proprio_keys", tuple(self.proprio_keys))
-        bad = [k for k in self.proprio_keys if k != "state" and not str(k).startswith("sensors/")]
+        bad = [k for k in self.proprio_keys if k not in ("state", MEMORY_ROUTES) and not str(k).startswith("sensors/")]
         if not self.proprio_keys or bad:
             raise ValueError(
-                f"inputs.proprio_keys must name 'state' or 'sensors/<name>' keys, got {list(self.proprio_keys)}"
+                f"inputs.proprio_keys must name 'state', 'sensors/<name>' or '{MEMORY_ROUTES}' keys, "
+                f"got {list(self.proprio_keys)}"
             )
         if isinstance(self.proprio, bool) or self.proprio in ("true", "false"):  # checkpoints before "token"
             object.__setattr__(self, "proprio", "text" if self.proprio in (True, "true") else "none")
@@ -201,13 +205,17 @@ class JitterTable:
         table["direction_deg"] = wrap_deg(table["direction_deg"] + rng.normal(0.0, self.deg, n))
         table["distance_m"] = np.maximum(table["distance_m"] + rng.normal(0.0, self.m, n), 0.0)
         text = object_table_text(table)
+        # the rows themselves are rewritten too, for what reads them as numbers (proprio_keys: memory/routes)
+        out = {**d, **{f"memory/objects/{k}": table[k] for k in ("direction_deg", "distance_m")}}
         if "memory/routes/kind" in d:  # the routes follow the table, jittered alike
             routes = {k.split("/")[-1]: np.asarray(v) for k, v in d.items() if k.startswith("memory/routes/")}
             r = len(routes["direction_deg"])
             routes["direction_deg"] = wrap_deg(routes["direction_deg"] + rng.normal(0.0, self.deg, r))
             routes["length_m"] = np.maximum(routes["length_m"] + rng.normal(0.0, self.m, r), 0.0)
             text = f"{text}; routes: {routes_text(routes)}"
-        return {**d, "memory/text": text}
+            out.update({f"memory/routes/{k}": routes[k] for k in ("direction_deg", "length_m")})
+        out["memory/text"] = text
+        return out
 
 
 @dataclass(frozen=True)
@@ -255,13 +263,22 @@ class Prompt:
 
 
 def proprio_vector(d: dict[str, Any], keys: tuple[str, ...]) -> np.ndarray:
-    """The proprio vector of an observation dict: its ``keys`` flattened and concatenated, float64."""
-    missing = [k for k in keys if k not in d]
+    """The proprio vector of an observation dict: its ``keys`` flattened and concatenated, float64
+    (``memory/routes``: the routes and the target's row as numbers, :func:`~vla.transforms.memory.route_features`)."""
+    missing = [k for k in keys if k not in d and k != MEMORY_ROUTES]
     if missing:
         raise ValueError(
             f"the policy reads the state (inputs.proprio_keys={list(keys)}) but the observation has none of {missing}"
         )
-    return np.concatenate([np.asarray(d[k], dtype=np.float64).ravel() for k in keys])
+    parts = []
+    for k in keys:
+        if k == MEMORY_ROUTES:
+            from vla.transforms.memory import route_features
+
+            parts.append(route_features(d).astype(np.float64))
+        else:
+            parts.append(np.asarray(d[k], dtype=np.float64).ravel())
+    return np.concatenate(parts)
 
 
 class InputTransform:

@@ -124,15 +124,39 @@ def _action_bounds(sources: list[Any], key: str) -> tuple[tuple[float, ...], tup
 def proprio_statistics(sources: list[Any], keys: tuple[str, ...] = ("state",)) -> dict[str, Any]:
     """Per dataset key, statistics of the training episodes' proprio vectors (``inputs.proprio=token``; ``keys``:
     ``inputs.proprio_keys``); sources without states (question sets) are left out."""
-    from vla.actions import ActionStats
+    from vla.policy.inputs import MEMORY_ROUTES
 
-    by_key: dict[str, list[np.ndarray]] = {}
+    by_key: dict[str, list[list[np.ndarray]]] = {}
     for s in sources:
         states = getattr(s, "states", None)
-        x = states(tuple(keys)) if states is not None else None
-        if x is not None and len(x):
-            by_key.setdefault(s.key, []).append(np.asarray(x, dtype=np.float64))
-    return {k: ActionStats.from_actions(np.concatenate(v)) for k, v in by_key.items()}
+        if states is None or not len(s):
+            continue
+        cols = [None if k == MEMORY_ROUTES else np.asarray(states((k,)), dtype=np.float64) for k in keys]
+        by_key.setdefault(s.key, []).append(cols)
+    return {k: _stats_by_column(v, keys) for k, v in by_key.items()}
+
+
+def _stats_by_column(parts: list[list[Any]], keys: tuple[str, ...]) -> Any:
+    """One dataset key's proprio statistics, key by key in ``keys``' order: a data key's from its
+    columns over every source, ``memory/routes``' fixed (its features are already in [-1, 1]: passed
+    through, ``mask`` False)."""
+    from vla.actions import ActionStats
+    from vla.policy.inputs import MEMORY_ROUTES
+    from vla.transforms.memory import ROUTE_FEATURES_DIM
+
+    fields = ("q01", "q99", "mean", "std", "min", "max", "mask")
+    fixed = {"q01": -1.0, "q99": 1.0, "mean": 0.0, "std": 1.0, "min": -1.0, "max": 1.0, "mask": False}
+    cols: dict[str, list[np.ndarray]] = {f: [] for f in fields}
+    for i, k in enumerate(keys):
+        if k == MEMORY_ROUTES:
+            n = ROUTE_FEATURES_DIM
+            part = {f: np.full(n, fixed[f], dtype=bool if f == "mask" else np.float64) for f in fields}
+        else:
+            st = ActionStats.from_actions(np.concatenate([p[i] for p in parts]))
+            part = {f: np.asarray(getattr(st, f)) for f in fields}
+        for f in fields:
+            cols[f].append(part[f])
+    return ActionStats(**{f: np.concatenate(v) for f, v in cols.items()})
 
 
 class StepBatches(torch.utils.data.Dataset):

@@ -355,3 +355,40 @@ def object_table_text(table: dict[str, np.ndarray], max_rows: int | None = None)
         mark = "[target] " if flags is not None and bool(flags[i]) else ""
         parts.append(f"{mark}{table['category'][i]}: {side}, {float(table['distance_m'][i]):.1f} m")
     return "; ".join(parts) if parts else "nothing seen yet"
+
+
+ROUTE_FEATURES_DIM = 14
+ROUTE_RANGE_M = 5.0  # lengths and distances beyond this read as "far" (the feature saturates at 1)
+
+
+def route_features(d: dict[str, Any]) -> np.ndarray:
+    """The routes and the target's row as numbers, for a learned projection (the proprio token reading
+    ``memory/routes``): a float32 vector of :data:`ROUTE_FEATURES_DIM`, every entry in [-1, 1], no statistics
+    needed. For each of the first two routes ``[present, is_target, sin(direction), cos(direction),
+    min(length, 5 m) / 5 m]``; then the table's row of the target route's category (the instruction's
+    object, when the memory holds it) ``[present, sin, cos, min(distance, 5 m) / 5 m]``; absent rows are 0.
+    ``d``: an observation dict with ``memory/routes/*`` (``data.memory.inputs`` with ``routes``) and, for the
+    last block, ``memory/objects/*``."""
+    if "memory/routes/kind" not in d:
+        raise ValueError(
+            "the policy reads memory/routes (inputs.proprio_keys) but the observation has no memory/routes/*: "
+            "build the memory inputs with 'routes' (data.memory.inputs)"
+        )
+    out = np.zeros(ROUTE_FEATURES_DIM, dtype=np.float32)
+    kinds = [str(k) for k in np.asarray(d["memory/routes/kind"]).ravel()]
+    cats = [str(c) for c in np.asarray(d["memory/routes/category"]).ravel()]
+    deg = np.asarray(d["memory/routes/direction_deg"], dtype=np.float64).ravel()
+    length = np.asarray(d["memory/routes/length_m"], dtype=np.float64).ravel()
+    for i in range(min(2, len(kinds))):
+        a = np.radians(deg[i])
+        near = min(length[i], ROUTE_RANGE_M) / ROUTE_RANGE_M
+        out[5 * i : 5 * i + 5] = [1.0, kinds[i] == "target", np.sin(a), np.cos(a), near]
+    target = next((c for k, c in zip(kinds, cats) if k == "target"), None)
+    if target is not None and "memory/objects/category" in d:
+        rows = [str(c) for c in np.asarray(d["memory/objects/category"]).ravel()]
+        if target in rows:
+            j = rows.index(target)
+            a = np.radians(float(np.asarray(d["memory/objects/direction_deg"]).ravel()[j]))
+            dist = float(np.asarray(d["memory/objects/distance_m"]).ravel()[j])
+            out[10:] = [1.0, np.sin(a), np.cos(a), min(dist, ROUTE_RANGE_M) / ROUTE_RANGE_M]
+    return out
