@@ -47,6 +47,13 @@ def main() -> int:
     ap.add_argument("--dagger-steps", type=int, default=1000, help="house: training steps of each DAgger round")
     ap.add_argument("--house-chunk", type=int, default=4, help="house: actions per prediction (parallel decoding)")
     ap.add_argument(
+        "--replan",
+        type=int,
+        default=0,
+        help="house: the learned arms' agent.replan in the val and test rollouts (1: re-plan every step; 0: each "
+        "chunk to its end); val runs of a setting other than 0 go to val/ARM/roundN_replanK",
+    )
+    ap.add_argument(
         "--house-recipe",
         default="bins",
         choices=("bins", "plain", "routes", "routes_token"),

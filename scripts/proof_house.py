@@ -104,9 +104,9 @@ def house(a) -> dict:
             ck = _final(R, arm, r)
             if ck is None:
                 continue
-            out = R / "val" / arm / f"round{r}"
+            out = R / "val" / arm / (f"round{r}" + (f"_replan{a.replan}" if a.replan else ""))
             if a.stage in ("all", "select", "test") and a.select == "val":
-                _rollout(a, [*val, "agent=vla", f"agent.checkpoint={ck}"], out, R / "logs/val.log")
+                _rollout(a, [*val, *_learner(a, ck)], out, R / "logs/val.log")
             if (out / "summary.json").exists():
                 results["val"].setdefault(arm, {})[f"round{r}"] = _nav(out)
     if a.stage in ("all", "test", "table"):
@@ -117,8 +117,8 @@ def house(a) -> dict:
                 continue
             out = R / "test" / arm
             if a.stage != "table":
-                _rollout(a, [*test, "agent=vla", f"agent.checkpoint={ck}"], out, R / "logs/test.log")
-            results["test"][arm] = {"round": best, "checkpoint": str(ck), **_nav(out)}
+                _rollout(a, [*test, *_learner(a, ck)], out, R / "logs/test.log")
+            results["test"][arm] = {"round": best, "checkpoint": str(ck), "replan": a.replan, **_nav(out)}
         for name in ("memory_navigator", "random"):
             out = R / "test" / name
             if a.stage != "table":
@@ -169,6 +169,11 @@ def _round(a, R: Path, env: list[str], common: list[str], arm: str, extra: list[
         ],
         R / f"logs/train_{arm}.log",
     )
+
+
+def _learner(a, ck: Path) -> list[str]:
+    """A learned arm in a val or test rollout: its checkpoint, and ``--replan`` when set."""
+    return ["agent=vla", f"agent.checkpoint={ck}", *([f"agent.replan={a.replan}"] if a.replan else [])]
 
 
 def _final(R: Path, arm: str, r: int) -> Path | None:

@@ -88,3 +88,29 @@ def test_the_routes_token_recipe_gives_the_routes_as_numbers_to_the_memory_arm_a
     assert trains["memory"]["policy"]["inputs"]["proprio"] == "token"
     assert list(trains["memory"]["policy"]["inputs"]["proprio_keys"]) == ["memory/routes"]
     assert trains["no_memory"]["policy"]["inputs"]["proprio"] == "none"
+
+
+def test_replan_reaches_the_learned_arms_val_and_test_rollouts(tmp_path, monkeypatch):
+    """``--replan 1``: the learned arms' val and test rollouts re-plan every step (``agent.replan=1``), their
+    val runs land beside the default's (``roundN_replan1``), the baselines' rollouts are left as they are."""
+    house = load_script("proof_house")
+    seen: list[list[str]] = []
+    monkeypatch.setattr(house, "run", lambda cmd, log, *a, **k: seen.append(cmd))
+    monkeypatch.setattr(house, "_nav", lambda out: {"success": 0.5, "spl": 0.4, "out": str(out)})
+    for arm in ("memory", "no_memory"):  # a finished round 0 of each arm
+        (tmp_path / "train" / arm / "round0" / "checkpoints" / "step_8").mkdir(parents=True)
+        (tmp_path / "train" / arm / "round0" / "summary.json").write_text("{}")
+        (tmp_path / "val" / arm / "round0_replan1").mkdir(parents=True)  # as its val rollout leaves it
+        (tmp_path / "val" / arm / "round0_replan1" / "summary.json").write_text("{}")
+    args = _args(
+        root=str(tmp_path), stage="test", steps=8, dagger=0, arms=None, scenes=2, workers=0, house_chunk=4,
+        house_recipe="routes", house_proprio=None, init_from=None, select="val", val_scenes=1, test_scenes=1,
+        replan=1,
+    )  # fmt: skip
+    results = house.house(args)
+    rollouts = [compose("rollout", c[1:]) | {"out": c[-2]} for c in seen if c[0].endswith("vla-rollout")]
+    learned = [r for r in rollouts if r["agent"]["name"] == "vla"]
+    assert len(learned) == 4 and all(r["agent"]["replan"] == 1 for r in learned)  # val and test, both arms
+    assert results["val"]["memory"]["round0"]["out"].endswith("val/memory/round0_replan1")
+    assert results["test"]["memory"]["replan"] == 1
+    assert all(r["agent"]["name"] in ("memory", "random") for r in rollouts if r not in learned)
