@@ -47,19 +47,25 @@ def test_the_house_proofs_round_0_starts_from_init_from(tmp_path, monkeypatch):
     ]
 
 
+def _captured_house(tmp_path, monkeypatch, **over):
+    """proof_house with its commands captured, not run, and the args of a small house proof (``over``)."""
+    house = load_script("proof_house")
+    seen: list[list[str]] = []
+    monkeypatch.setattr(house, "run", lambda cmd, log, *a, **k: seen.append(cmd))
+    base = dict(
+        root=str(tmp_path), stage="train", steps=8, dagger=0, arms=None, scenes=2, workers=0, house_chunk=4,
+        house_recipe="routes", house_proprio=None, init_from=None, select="val", val_scenes=1, test_scenes=1, replan=0,
+    )  # fmt: skip
+    return house, seen, _args(**{**base, **over})
+
+
 def test_the_routes_recipe_labels_with_the_route_follower_and_gives_the_memory_arm_the_routes(tmp_path, monkeypatch):
     """``--house-recipe routes``: the demonstrations are recorded with the route follower as the
     teacher, both arms train on them, and the memory arm's memory inputs carry the routes (what the
     teacher acts on); the commands are captured, not run, and composed as the tools read them."""
     from vla.transforms.memory import MemoryInputsConfig
 
-    house = load_script("proof_house")
-    seen: list[list[str]] = []
-    monkeypatch.setattr(house, "run", lambda cmd, log, *a, **k: seen.append(cmd))
-    args = _args(
-        root=str(tmp_path), stage="record", steps=8, dagger=0, arms=None, scenes=2, workers=0, house_chunk=4,
-        house_recipe="routes", house_proprio=None, init_from=None, select="val", val_scenes=1, test_scenes=1,
-    )  # fmt: skip
+    house, seen, args = _captured_house(tmp_path, monkeypatch, stage="record")
     house.house(args)
     house.house(Namespace(**{**vars(args), "stage": "train"}))
     record = next(c for c in seen if c[0].endswith("vla-rollout"))
@@ -76,13 +82,7 @@ def test_the_routes_recipe_labels_with_the_route_follower_and_gives_the_memory_a
 def test_the_routes_token_recipe_gives_the_routes_as_numbers_to_the_memory_arm_alone(tmp_path, monkeypatch):
     """``--house-recipe routes_token``: the routes recipe, and the memory arm (only) reads the routes as a
     proprio token; the commands are captured, not run, and composed as the tools read them."""
-    house = load_script("proof_house")
-    seen: list[list[str]] = []
-    monkeypatch.setattr(house, "run", lambda cmd, log, *a, **k: seen.append(cmd))
-    args = _args(
-        root=str(tmp_path), stage="train", steps=8, dagger=0, arms=None, scenes=2, workers=0, house_chunk=4,
-        house_recipe="routes_token", house_proprio=None, init_from=None, select="val", val_scenes=1, test_scenes=1,
-    )  # fmt: skip
+    house, seen, args = _captured_house(tmp_path, monkeypatch, house_recipe="routes_token")
     house.house(args)
     trains = {c[-1].split("/")[-2]: compose("train", c[1:]) for c in seen if c[0].endswith("vla-train")}
     assert trains["memory"]["policy"]["inputs"]["proprio"] == "token"
@@ -93,20 +93,13 @@ def test_the_routes_token_recipe_gives_the_routes_as_numbers_to_the_memory_arm_a
 def test_replan_reaches_the_learned_arms_val_and_test_rollouts(tmp_path, monkeypatch):
     """``--replan 1``: the learned arms' val and test rollouts re-plan every step (``agent.replan=1``), their
     val runs land beside the default's (``roundN_replan1``), the baselines' rollouts are left as they are."""
-    house = load_script("proof_house")
-    seen: list[list[str]] = []
-    monkeypatch.setattr(house, "run", lambda cmd, log, *a, **k: seen.append(cmd))
+    house, seen, args = _captured_house(tmp_path, monkeypatch, stage="test", replan=1)
     monkeypatch.setattr(house, "_nav", lambda out: {"success": 0.5, "spl": 0.4, "out": str(out)})
     for arm in ("memory", "no_memory"):  # a finished round 0 of each arm
         (tmp_path / "train" / arm / "round0" / "checkpoints" / "step_8").mkdir(parents=True)
         (tmp_path / "train" / arm / "round0" / "summary.json").write_text("{}")
         (tmp_path / "val" / arm / "round0_replan1").mkdir(parents=True)  # as its val rollout leaves it
         (tmp_path / "val" / arm / "round0_replan1" / "summary.json").write_text("{}")
-    args = _args(
-        root=str(tmp_path), stage="test", steps=8, dagger=0, arms=None, scenes=2, workers=0, house_chunk=4,
-        house_recipe="routes", house_proprio=None, init_from=None, select="val", val_scenes=1, test_scenes=1,
-        replan=1,
-    )  # fmt: skip
     results = house.house(args)
     rollouts = [compose("rollout", c[1:]) | {"out": c[-2]} for c in seen if c[0].endswith("vla-rollout")]
     learned = [r for r in rollouts if r["agent"]["name"] == "vla"]

@@ -148,7 +148,10 @@ def test_route_features_are_the_rows_as_numbers():
     from vla.transforms.memory import ROUTE_FEATURES_DIM, route_features
 
     d = _rows(
-        ["target", "frontier", "frontier"], ["mug", "unexplored", "unexplored"], [90.0, -30.0, 5.0], [2.5, 8.0, 1.0],
+        ["target", "frontier", "frontier"],
+        ["mug", "unexplored", "unexplored"],
+        [90.0, -30.0, 5.0],
+        [2.5, 8.0, 1.0],
         objects=[("sofa", 10.0, 3.0), ("mug", 180.0, 1.0)],
     )
     want = [1, 1, 1, 0, 0.5, 1, 0, -0.5, np.sqrt(3) / 2, 1.0, 1, 0, -1, 0.2]
