@@ -121,14 +121,22 @@ def _val_score(v) -> float | None:
         return None
 
 
+def train_logs(root: Path) -> dict[str, Path]:
+    """Every training run's log under ``<root>/train``, by its path there (``memory/round0``; ``policy`` for
+    a run at the top), an arm linked in from another root included (``**`` would not follow the link)."""
+    logs = {}
+    for pattern in ("train_log.jsonl", "*/train_log.jsonl", "*/*/train_log.jsonl"):
+        for p in sorted((root / "train").glob(pattern)):
+            name = p.parent.relative_to(root / "train").as_posix()
+            logs["policy" if name == "." else name] = p
+    return logs
+
+
 def plot_curves(root: Path, val: dict | None = None) -> None:
     """``<root>/curves.png``: training loss (per 10 steps) of every trained arm, and its validation loss
     on held-out episodes -- or, where training ran no validation (GST), the val score of each
     checkpoint (what selection read)."""
-    logs = {}
-    for p in root.glob("train/**/train_log.jsonl"):
-        name = str(p.parent.relative_to(root / "train"))
-        logs["policy" if name == "." else name] = p
+    logs = train_logs(root)
     if not logs:
         return
     import matplotlib

@@ -107,3 +107,18 @@ def test_replan_reaches_the_learned_arms_val_and_test_rollouts(tmp_path, monkeyp
     assert results["val"]["memory"]["round0"]["out"].endswith("val/memory/round0_replan1")
     assert results["test"]["memory"]["replan"] == 1
     assert all(r["agent"]["name"] in ("memory", "random") for r in rollouts if r not in learned)
+
+
+def test_the_curves_find_every_arm_a_linked_one_included(tmp_path):
+    """``<root>/curves.png`` plots every run under ``<root>/train``, also an arm linked in from another
+    root (a proof that shares one arm's training with an earlier one)."""
+    train_logs = load_script("cpu_proof").train_logs
+    (tmp_path / "a" / "train" / "memory" / "round0").mkdir(parents=True)
+    (tmp_path / "a" / "train" / "memory" / "round0" / "train_log.jsonl").write_text("{}\n")
+    (tmp_path / "b" / "no_memory" / "round0").mkdir(parents=True)
+    (tmp_path / "b" / "no_memory" / "round0" / "train_log.jsonl").write_text("{}\n")
+    (tmp_path / "a" / "train" / "no_memory").symlink_to(tmp_path / "b" / "no_memory")
+    assert sorted(train_logs(tmp_path / "a")) == ["memory/round0", "no_memory/round0"]
+    (tmp_path / "c" / "train").mkdir(parents=True)
+    (tmp_path / "c" / "train" / "train_log.jsonl").write_text("{}\n")  # one run at the top (libero)
+    assert list(train_logs(tmp_path / "c")) == ["policy"]
