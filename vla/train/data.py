@@ -140,23 +140,17 @@ def _stats_by_column(parts: list[list[Any]], keys: tuple[str, ...]) -> Any:
     """One dataset key's proprio statistics, key by key in ``keys``' order: a data key's from its
     columns over every source, ``memory/routes``' fixed (its features are already in [-1, 1]: passed
     through, ``mask`` False)."""
-    from vla.actions import ActionStats
+    from vla.actions import STAT_FIELDS, ActionStats
     from vla.policy.inputs import MEMORY_ROUTES
     from vla.transforms.memory import ROUTE_FEATURES_DIM
 
-    fields = ("q01", "q99", "mean", "std", "min", "max", "mask")
-    fixed = {"q01": -1.0, "q99": 1.0, "mean": 0.0, "std": 1.0, "min": -1.0, "max": 1.0, "mask": False}
-    cols: dict[str, list[np.ndarray]] = {f: [] for f in fields}
-    for i, k in enumerate(keys):
-        if k == MEMORY_ROUTES:
-            n = ROUTE_FEATURES_DIM
-            part = {f: np.full(n, fixed[f], dtype=bool if f == "mask" else np.float64) for f in fields}
-        else:
-            st = ActionStats.from_actions(np.concatenate([p[i] for p in parts]))
-            part = {f: np.asarray(getattr(st, f)) for f in fields}
-        for f in fields:
-            cols[f].append(part[f])
-    return ActionStats(**{f: np.concatenate(v) for f, v in cols.items()})
+    fixed = {"q01": -1.0, "q99": 1.0, "mean": 0.0, "std": 1.0, "min": -1.0, "max": 1.0}
+    routes = ActionStats(**{f: [fixed[f]] * ROUTE_FEATURES_DIM for f in STAT_FIELDS}, mask=[False] * ROUTE_FEATURES_DIM)
+    per_key = [
+        routes if k == MEMORY_ROUTES else ActionStats.from_actions(np.concatenate([p[i] for p in parts]))
+        for i, k in enumerate(keys)
+    ]
+    return ActionStats(**{f: np.concatenate([getattr(s, f) for s in per_key]) for f in (*STAT_FIELDS, "mask")})
 
 
 class StepBatches(torch.utils.data.Dataset):
