@@ -217,3 +217,24 @@ def test_a_served_memory_checkpoint_builds_the_map_it_was_trained_with(tmp_path)
     with pytest.raises(ValueError, match="trained with"):
         load_batch_policy(str(ck), memory={**memory, "map_size": [64, 64]})
     assert load_batch_policy(str(ck), memory=memory).memory_cfg is not None  # the same config is accepted
+
+
+def test_the_runs_perception_profile_reaches_the_policys_memory(tmp_path):
+    """``vla-rollout agent=vla perception=harsh`` builds the policy's memory for harsh sensors (the memory
+    agent's rule), not with the settings of the profile the checkpoint was trained under (gt here); the
+    run's own default (gt) and a run with no profile at all (vla-serve: the checkpoint's) stay as they were."""
+    from spatial_memory.profiles import memory_config_for
+    from vla.agents import make_agent
+    from vla.config import compose
+
+    memory = {"inputs": ["objects", "text"], "map_size": [56, 56], "max_objects": 4, "perception": "gt"}
+    ck = _export(tmp_path / "policy", memory=memory, chunk=1)
+    assert memory_config_for("harsh") != memory_config_for("gt")  # else this test could not tell them apart
+    for profile, want in (("harsh", "harsh"), ("realistic", "realistic"), ("gt", "gt")):
+        cfg = compose("rollout", ["env=house", "agent=vla", f"agent.checkpoint={ck}", f"perception={profile}"])
+        agent = make_agent(cfg["agent"], seed=0)
+        assert agent.inputs.config.perception == want
+        agent.inputs.reset(None)  # a mobile base: the apartment's memory
+        assert agent.inputs.memory.config == memory_config_for(want)
+    served = compose("serve", ["agent=vla", f"agent.checkpoint={ck}"])["agent"]
+    assert served["perception"] is None and make_agent(served).inputs.config.perception == "gt"

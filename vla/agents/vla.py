@@ -42,6 +42,9 @@ class VLAAgentOptions:
     max_answer_tokens: int = 24
     max_video_frames: int = 8  # video frames shown with a question when the policy reads no memory (as in training)
     memory_cache: str | None = None  # offline GST answers: a directory keeping each question stream's fused memory
+    # the sensors the policy's memory is built for: the run's perception profile (configs/agent/vla.yaml);
+    # None: the profile the checkpoint was trained with (MemoryInputsConfig.perception)
+    perception: str | None = None
 
     @classmethod
     def parse(cls, options: dict[str, Any]) -> "VLAAgentOptions":
@@ -89,8 +92,11 @@ class VLAAgent:
         self.policy = _policy if _policy is not None else _load(self.options)
         from vla.policy import memory_inputs
 
-        # the very memory inputs the policy was trained with (or the defaults, to answer from a memory)
-        self.inputs = memory_inputs(self.policy, seed=seed, always=self.options.answers == "memory")
+        # the very memory inputs the policy was trained with (or the defaults, to answer from a memory),
+        # built for the run's sensors: the memory's settings follow what it fuses, as the memory agent's do
+        self.inputs = memory_inputs(
+            self.policy, seed=seed, always=self.options.answers == "memory", perception=self.options.perception
+        )
         if self.inputs is not None:
             from .with_memory import MemoryAnswers
 

@@ -167,7 +167,7 @@ def read_policy_config(path: str | Path) -> PolicyConfig:
         raise ValueError(f"{meta_file}: malformed policy metadata: {exc}") from exc
 
 
-def memory_inputs(policy: Any, seed: int | tuple = 0, always: bool = False):
+def memory_inputs(policy: Any, seed: int | tuple = 0, always: bool = False, perception: str | None = None):
     """The one factory of per-session memory inputs: a fresh :class:`~vla.transforms.memory.MemoryInputs`.
 
     ``policy`` is a loaded policy, its :class:`PolicyConfig` or a policy directory (the inputs are built
@@ -175,7 +175,12 @@ def memory_inputs(policy: Any, seed: int | tuple = 0, always: bool = False):
     in-process agent, the server, offline GST answers, feeds it), or a memory-inputs config itself
     (a :class:`~vla.transforms.memory.MemoryInputsConfig` or its dict: the memory agent's own, the caches
     of recorded data). None when a policy reads no memory, unless ``always`` (a memory the agent answers
-    from): then the defaults."""
+    from): then the defaults. ``perception``: the profile of the sensors the memory fuses in this run
+    (``gt``, ``realistic``, ``harsh``, ``learned``; None: the config's own), which sets the memory's settings
+    (:func:`spatial_memory.profiles.memory_config_for`) -- a policy trained under ``gt`` and run under
+    ``harsh`` fuses harsh frames with harsh settings, as the memory agent does."""
+    from dataclasses import replace
+
     from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
 
     if isinstance(policy, (MemoryInputsConfig, dict)):
@@ -189,6 +194,8 @@ def memory_inputs(policy: Any, seed: int | tuple = 0, always: bool = False):
         if not always:
             return None
         cfg = pcfg.memory if pcfg.memory is not None else MemoryInputsConfig()
+    if perception is not None and perception != cfg.perception:
+        cfg = replace(cfg, perception=str(perception))  # validated by the config itself
     return MemoryInputs(cfg, seed=seed)
 
 
