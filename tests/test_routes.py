@@ -195,3 +195,22 @@ def test_proprio_statistics_pass_the_route_features_through():
     question_set = type("Questions", (), {"key": "qa"})()  # no states: left out
     (alone,) = proprio_statistics([question_set, Episodes()], ("memory/routes",)).values()
     assert alone.dim == ROUTE_FEATURES_DIM and not alone.mask.any()
+
+
+def test_a_policy_that_reads_the_routes_only_as_numbers_reads_the_memory():
+    """``proprio_keys=[memory/routes]`` with neither the map image nor the table in words still reads the
+    memory: training builds its memory inputs (with the routes and the table their last block reads), the
+    checkpoint keeps them, and the agent builds the same transform at inference."""
+    from vla.policy import memory_inputs
+    from vla.policy.config import PolicyConfig
+
+    cfg = PolicyConfig(inputs={"cameras": ["ego"], "proprio": "token", "proprio_keys": ["memory/routes"]})
+    assert cfg.inputs.uses_memory
+    trained = cfg.with_memory(None, 64)  # what vla-train settles before training (no data.memory given)
+    assert trained.memory is not None and {"routes", "objects"} <= set(trained.memory.inputs)
+    assert "topdown" not in trained.memory.inputs  # nothing the policy does not read is computed
+    assert trained.memory_inputs_config() == trained.memory
+    assert memory_inputs(trained) is not None  # the agent's transform
+    # a policy that reads no memory at all still gets none
+    plain = PolicyConfig(inputs={"cameras": ["ego"], "proprio": "token", "proprio_keys": ["sensors/motion"]})
+    assert not plain.inputs.uses_memory and plain.with_memory(None, 64).memory is None

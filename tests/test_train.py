@@ -277,6 +277,31 @@ def test_training_with_memory_inputs_caches_the_maps_and_exports_a_memory_policy
     assert meta["policy"]["inputs"]["memory_map"] and meta["policy"]["memory"]["map_size"] == [56, 56]
 
 
+def test_a_policy_reading_only_the_routes_as_numbers_trains_on_its_memory_inputs(demos, tmp_path):
+    """policy=house with the routes as its only memory input (the proprio token reading memory/routes, no
+    map image, no table in words): training builds the memory inputs it implies (routes and the table)
+    into the cache and steps; the export keeps them for inference."""
+    out = tmp_path / "routes"
+    _train(
+        [
+            "policy.inputs.proprio=token",
+            "policy.inputs.proprio_keys=[memory/routes]",
+            f"data.paths=[{demos}]",
+            "data.val_fraction=0",
+            "train.steps=2",
+            "train.batch_size=4",
+            "train.log_every=1",
+            "train.save_every=0",
+            "train.plot=false",
+            f"out={out}",
+        ]
+    )
+    assert len(_log(out)) == 2 and all(np.isfinite(r["loss"]) for r in _log(out))
+    assert len(list((out / "memory_cache").glob("*.hdf5"))) == 4
+    meta = json.loads((out / "policy" / "vla_policy.json").read_text())
+    assert {"routes", "objects"} <= set(meta["policy"]["memory"]["inputs"])
+
+
 def test_bad_configs_are_refused_with_a_clear_error(tmp_path):
     r = _train(["data.paths=[]", f"out={tmp_path}"], check=False)
     assert r.returncode == 2 and "data.paths is empty" in r.stderr

@@ -64,14 +64,17 @@ class PolicyConfig:
     def with_memory(self, memory: MemoryInputsConfig | dict | None, model_image_size: int) -> "PolicyConfig":
         """The policy with its memory inputs settled before training: ``memory`` when given, else what its
         inputs imply -- the map image at the size the model sees (``inputs.image_size``, or the model's
-        ``model_image_size`` when that is 0) and the object table in words. A policy that reads no memory
+        ``model_image_size`` when that is 0), the object table in words, the routes (and the table) for
+        ``proprio_keys`` with ``memory/routes``. A policy that reads no memory
         is returned as it is."""
         if not self.inputs.uses_memory:
             return self
         if not memory:
-            groups = (["topdown"] if self.inputs.memory_map else []) + (
-                ["objects", "text"] if self.inputs.memory_text else []
-            )
+            groups = ["topdown"] if self.inputs.memory_map else []
+            groups += ["objects", "text"] if self.inputs.memory_text else []
+            # the routes as numbers: the routes and the table whose target row their last block reads
+            groups += ["objects", "routes"] if self.inputs.reads_routes else []
+            groups = list(dict.fromkeys(groups))
             size = int(self.inputs.image_size) or int(model_image_size)
             memory = {"inputs": groups, "map_size": [size, size]}
         if isinstance(memory, dict):

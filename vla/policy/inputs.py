@@ -97,7 +97,13 @@ class InputConfig:
 
     @property
     def uses_memory(self) -> bool:
-        return self.memory_map or self.memory_text
+        """Whether the policy reads the spatial memory: its map image, its table in words, or its routes as
+        numbers through the proprio token (``proprio_keys`` with ``memory/routes``)."""
+        return self.memory_map or self.memory_text or self.reads_routes
+
+    @property
+    def reads_routes(self) -> bool:
+        return self.proprio != "none" and MEMORY_ROUTES in self.proprio_keys
 
 
 @dataclass
