@@ -90,6 +90,17 @@ class HasTopDownMaps(Protocol):
 
 
 @runtime_checkable
+class RendersPose(Protocol):
+    """A mobile camera that can be put anywhere (an apartment's ego camera): ``render_pose([x, y, yaw])``
+    renders the frame seen from that world pose (T_world_cam in the odometry frame, ``T_world_odom``
+    maps it to the world) and ``scene_truth().navigable`` says where it may stand."""
+
+    T_world_odom: np.ndarray
+
+    def render_pose(self, pose_world: np.ndarray, step: int = 0) -> Any: ...
+
+
+@runtime_checkable
 class DrawsVideoFrame(Protocol):
     """``video_frame(episode)``: the env's own picture of the moment for videos (e.g. ego view + map)."""
 

@@ -66,6 +66,19 @@ class HasDemoLayout(Protocol):
     def demo_layout(self) -> Any: ...
 
 
+@runtime_checkable
+class HasSpatialScenes(Protocol):
+    """A family whose scenes ``vla-data spatial`` renders for spatial-perception questions:
+    ``spatial_scenes(split, first, n, resolution, options)`` lists ``n`` scenes of ``split`` (``train`` /
+    ``val`` / ``test``, disjoint) from the ``first``, each ``{"name", "env" (config), "task", "trial"}``;
+    ``options`` are the generator's (each family reads its own: ``use_meshes``, ``suite``, ``libero_tasks``).
+    Too few scenes in the split raise a ``ValueError`` saying how many there are."""
+
+    def spatial_scenes(
+        self, split: str, first: int, n: int, resolution: int, options: dict[str, Any]
+    ) -> list[dict[str, Any]]: ...
+
+
 # name -> "module:attribute" of an EnvFamily factory (imported on first use)
 _LAZY: dict[str, str] = {
     "libero": "envs.libero.family:LiberoFamily",

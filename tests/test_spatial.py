@@ -334,6 +334,45 @@ def test_bad_options_are_refused_with_a_clear_error(cfg, message):
         G.scene_list(G.SpatialOptions.from_dict(cfg))
 
 
+def test_scenes_come_from_the_familys_capability_never_its_name():
+    """Which scenes a family offers is its own (envs.registry.HasSpatialScenes): a family registered from
+    outside that has the capability is photographed like the built-in ones, one without it is refused
+    with the families that have it; the built-in lists keep their names and disjoint LIBERO trials."""
+    from envs import registry
+
+    class Toy:
+        name = "toy"
+
+        def tasks(self, cfg):
+            return []
+
+        def make(self, cfg, task_id):
+            raise AssertionError("not built here")
+
+        def spatial_scenes(self, split, first, n, resolution, options):
+            return [{"name": f"toy/{split}/{i}", "env": {"name": "toy"}, "task": i, "trial": 0} for i in range(n)]
+
+    class Bare(Toy):
+        spatial_scenes = None
+
+    registry.register("toy", Toy)
+    registry.register("bare", type("BareFamily", (), {"name": "bare", "tasks": Toy.tasks, "make": Toy.make}))
+    try:
+        got = G.scene_list(G.SpatialOptions.from_dict({"family": "toy", "split": "val", "scenes": 2}))
+        assert [s["name"] for s in got] == ["toy/val/0", "toy/val/1"]
+        with pytest.raises(ValueError, match=r"family must be one of \['house', 'libero', 'toy'\]"):
+            G.SpatialOptions.from_dict({"family": "bare"})
+    finally:
+        registry._FAMILIES.pop("toy", None)
+        registry._FAMILIES.pop("bare", None)
+    house = G.scene_list(G.SpatialOptions.from_dict({"family": "house", "split": "val", "scenes": 2}))
+    assert [s["name"] for s in house] == ["house/val/800000", "house/val/800001"]
+    libero = {"family": "libero", "suite": "libero_object", "libero_tasks": [1, 3], "scenes": 3}
+    val = G.scene_list(G.SpatialOptions.from_dict({**libero, "split": "val"}))
+    assert [(s["task"], s["trial"]) for s in val] == [(1, 6000), (3, 6000), (1, 6001)]
+    assert G.scene_list(G.SpatialOptions.from_dict({**libero, "split": "test"}))[0]["trial"] == 8000
+
+
 def test_the_command_line_reports_bad_input(tmp_path, capsys):
     from vla.data.cli import main
 

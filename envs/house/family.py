@@ -57,6 +57,17 @@ class HouseFamily:
 
         return LAYOUT
 
+    def spatial_scenes(self, split: str, first: int, n: int, resolution: int, options: dict[str, Any]):
+        """Apartments of a split for spatial-perception questions (envs.registry.HasSpatialScenes)."""
+        from .config import SPLITS
+
+        lo, hi = SPLITS[split]
+        if first + n > hi - lo:
+            raise ValueError(f"house split {split!r} has {hi - lo} scenes; first_scene + scenes = {first + n}")
+        env = {"name": "house", "width": resolution, "height": resolution, "render_map": False}
+        env.update(use_meshes=bool(options.get("use_meshes", True)), split=split, seed=None, num_scenes=first + n)
+        return [{"name": f"house/{split}/{lo + i}", "env": env, "task": i, "trial": 0} for i in range(first, first + n)]
+
     # ------------------------------------------------------------------ GST questions (envs.material.QuestionSource)
     offline = True
     subtasks = HOUSE_SUBTASKS

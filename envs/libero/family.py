@@ -11,6 +11,10 @@ from .env import LiberoEnv
 from .material import LIBERO_SUBTASKS, libero_live_material
 
 
+# sampled init states per task of each split of spatial-perception questions (vla-data spatial)
+SPATIAL_TRIALS = {"train": (0, 6000), "val": (6000, 8000), "test": (8000, 10000)}
+
+
 def _options(cfg: dict[str, Any]) -> dict[str, Any]:
     return LiberoConfig.from_dict(cfg).to_dict()
 
@@ -53,6 +57,29 @@ class LiberoFamily:
         from .demo_layout import LAYOUT
 
         return LAYOUT
+
+    def spatial_scenes(self, split: str, first: int, n: int, resolution: int, options: dict[str, Any]):
+        """A suite's tabletops for spatial-perception questions (envs.registry.HasSpatialScenes): its tasks
+        (``libero_tasks``: some of them) with sampled init states, never the official ones, each split a
+        disjoint range of trials (:data:`SPATIAL_TRIALS`); scene ``i`` is task ``i mod tasks``."""
+        suite = suites.check_suite(options.get("suite", "libero_goal"))
+        ids = list(range(len(suites.task_infos(suite))))
+        chosen = options.get("libero_tasks")
+        if chosen is not None:
+            bad = [t for t in chosen if t not in ids]
+            if bad or not chosen:
+                raise ValueError(f"libero_tasks {list(chosen)}: {suite} has task ids 0..{len(ids) - 1}")
+            ids = [int(t) for t in chosen]
+        lo, hi = SPATIAL_TRIALS[split]
+        if first + n > len(ids) * (hi - lo):
+            raise ValueError(f"{suite} has {len(ids) * (hi - lo)} {split} scenes; first_scene + scenes = {first + n}")
+        env = {"name": "libero", "suite": suite, "init_states": "sampled", "resolution": resolution}
+        env.update(cameras=["agentview"], depth=True, segmentation=True)
+        out = []
+        for i in range(first, first + n):
+            task, trial = ids[i % len(ids)], lo + i // len(ids)
+            out.append({"name": f"libero/{suite}/task{task}/trial{trial}", "env": env, "task": task, "trial": trial})
+        return out
 
     # ------------------------------------------------------------------ GST questions (envs.material.QuestionSource)
     offline = False

@@ -2,7 +2,8 @@
 
 Scenes: apartments of a split (``family=house``: house seeds, docs/HOUSE.md) or LIBERO tabletops
 (``family=libero``: a suite's tasks with **sampled** init states, never the official ones; the splits
-use disjoint trial ranges, :data:`LIBERO_TRIALS`). Per scene, ``views`` rendered RGB-D views (a
+use disjoint trial ranges, ``envs.libero.family.SPATIAL_TRIALS``; any family with
+:class:`envs.registry.HasSpatialScenes` lists its own). Per scene, ``views`` rendered RGB-D views (a
 LIBERO scene: its agentview frame) and on each up to ``per_view`` questions of each task type in ``tasks``
 (:mod:`vla.spatial.questions`), the answers exact from the scene truth.
 
@@ -30,15 +31,22 @@ from typing import Any
 
 import numpy as np
 
-from envs.base import NoEpisode
+from envs.base import NoEpisode, RendersPose
 from spatial_memory.strict import from_dict
 
 from .questions import SINGLE_VIEW, Item, View, motion_question, view_questions
 from .tasks import SPATIAL_TASKS, check_tasks
 
-FAMILIES = ("house", "libero")
 SPLITS = ("train", "val", "test")
-LIBERO_TRIALS = {"train": (0, 6000), "val": (6000, 8000), "test": (8000, 10000)}  # sampled trials per task
+
+
+def spatial_families() -> list[str]:
+    """The registered env families whose scenes can be rendered for these questions."""
+    from envs.registry import HasSpatialScenes, family, names
+
+    return [n for n in names() if isinstance(family(n), HasSpatialScenes)]
+
+
 IDENTITY = (
     "family",
     "split",
@@ -81,8 +89,11 @@ class SpatialOptions:
     def __post_init__(self) -> None:
         object.__setattr__(self, "motion", tuple(float(x) for x in self.motion))
         object.__setattr__(self, "tasks", tuple(self.tasks))
-        if self.family not in FAMILIES:
-            raise ValueError(f"spatial family must be one of {FAMILIES}, got {self.family!r}")
+        have = spatial_families()
+        if self.family not in have:
+            raise ValueError(
+                f"spatial family must be one of {have} (families with spatial scenes), got {self.family!r}"
+            )
         if self.split not in SPLITS:
             raise ValueError(f"spatial split must be one of {SPLITS}, got {self.split!r}")
         check_tasks(self.tasks)
@@ -119,48 +130,21 @@ class SpatialOptions:
 
 # --------------------------------------------------------------------------------------- scenes
 def scene_list(opts: SpatialOptions) -> list[dict[str, Any]]:
-    """Every scene of the options' range (all shards): name and how to build it."""
-    first, n = int(opts.first_scene), int(opts.scenes)
-    if opts.family == "house":
-        from envs.house.config import SPLITS as HOUSE
+    """Every scene of the options' range (all shards): name and how to build it (the family's own list,
+    :class:`envs.registry.HasSpatialScenes`)."""
+    from envs.registry import family
 
-        lo, hi = HOUSE[opts.split]
-        if first + n > hi - lo:
-            raise ValueError(f"house split {opts.split!r} has {hi - lo} scenes; first_scene + scenes = {first + n}")
-        env = {"name": "house", "width": opts.resolution, "height": opts.resolution, "render_map": False}
-        env.update(use_meshes=bool(opts.use_meshes), split=opts.split, seed=None, num_scenes=first + n)
-        return [
-            {"name": f"house/{opts.split}/{lo + i}", "env": env, "task": i, "trial": 0} for i in range(first, first + n)
-        ]
-    from envs.libero import suites as S
-
-    S.check_suite(opts.suite)
-    ids = list(range(len(S.task_infos(opts.suite))))
-    if opts.libero_tasks is not None:
-        bad = [t for t in opts.libero_tasks if t not in ids]
-        if bad or not opts.libero_tasks:
-            raise ValueError(f"libero_tasks {list(opts.libero_tasks)}: {opts.suite} has task ids 0..{len(ids) - 1}")
-        ids = [int(t) for t in opts.libero_tasks]
-    tasks = len(ids)
-    lo, hi = LIBERO_TRIALS[opts.split]
-    if first + n > tasks * (hi - lo):
-        raise ValueError(
-            f"{opts.suite} has {tasks * (hi - lo)} {opts.split} scenes; first_scene + scenes = {first + n}"
-        )
-    env = {"name": "libero", "suite": opts.suite, "init_states": "sampled", "resolution": opts.resolution}
-    env.update(cameras=["agentview"], depth=True, segmentation=True)
-    out = []
-    for i in range(first, first + n):
-        task, trial = ids[i % tasks], lo + i // tasks
-        out.append({"name": f"libero/{opts.suite}/task{task}/trial{trial}", "env": env, "task": task, "trial": trial})
-    return out
+    options = {"use_meshes": opts.use_meshes, "suite": opts.suite, "libero_tasks": opts.libero_tasks}
+    return family(opts.family).spatial_scenes(
+        opts.split, int(opts.first_scene), int(opts.scenes), int(opts.resolution), options
+    )
 
 
 def _rng(opts: dict[str, Any], name: str) -> np.random.Generator:
     return np.random.default_rng([int(opts["seed"]), zlib.crc32(name.encode())])
 
 
-def _house_views(env, opts: dict[str, Any], rng, min_pixels: int) -> list[tuple[View, View | None]]:
+def _posed_views(env, opts: dict[str, Any], rng, min_pixels: int) -> list[tuple[View, View | None]]:
     """(view, moved view or None) per wanted view: poses on free cells showing >= 2 objects."""
     from .questions import present
 
@@ -231,11 +215,11 @@ def scene_items(opts: dict[str, Any], scene: dict[str, Any]) -> tuple[list[Item]
         close_env()
         raise
     truth = env.scene_truth()
-    if opts["family"] == "house":
-        pairs = _house_views(env, opts, rng, min_pixels)
-    else:
+    if isinstance(env, RendersPose):  # a camera that goes anywhere: views from free poses, and moves
+        pairs = _posed_views(env, opts, rng, min_pixels)
+    else:  # a fixed camera (LIBERO's agentview; its world is the table's: no odometry frame)
         frame = obs.cameras["agentview"]
-        pairs = [(View(frame, frame.T_world_cam), None)]  # LIBERO's world is the table's: no odometry frame
+        pairs = [(View(frame, frame.T_world_cam), None)]
     items: list[Item] = []
     for view, moved in pairs:
         items += view_questions(view, truth, quota, rng, min_pixels)
