@@ -45,6 +45,16 @@ class ChunkModel(LinearModel):
         return [np.stack([a, 0.5 * a, 0.25 * a]) for a in super().infer_batch(observations)]
 
 
+def test_openpi_client_with_its_default_host_reaches_a_loopback_server():
+    """openpi's clients (its LIBERO example's ``--args.host``) default to 0.0.0.0, which they send as the
+    ``Host``: a tokenless server on 127.0.0.1 serves them (no Origin: a program, not a page)."""
+    obs, _ = tour_observations()
+    with served(ModelSessions(LinearModel()), expected_spec=toy_spec(), protocol="openpi", openpi_keys=KEYS) as srv:
+        client = WebsocketClientPolicy("0.0.0.0", srv.port)
+        r = client.infer(openpi_obs(obs[0]))
+        np.testing.assert_allclose(r["actions"][0], LinearModel.expected(obs[0]["state"]))
+
+
 def test_openpi_client_infers_against_vla_serve_and_the_map_stays_queryable():
     obs, _ = tour_observations()
     policy = ModelSessions(LinearModel(), memory={"memory": "apartment", "inputs": ["objects"]})

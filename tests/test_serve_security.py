@@ -99,6 +99,26 @@ def test_pages_of_other_origins_and_rebound_names_are_refused():
         assert handshake(srv.port, name, "http://evil.example", path="/?format=json&token=t0k") == 403
 
 
+def test_a_program_may_name_the_unspecified_address_a_page_may_not():
+    """``Host: 0.0.0.0`` (openpi's clients connect to 0.0.0.0 by default; the OS routes it here): a
+    websocket without ``Origin`` is a program (browsers send ``Origin`` on every websocket) and is served;
+    a page opened at 0.0.0.0 and a plain GET naming 0.0.0.0 -- the path by which browsers let remote
+    pages reach local services -- are refused, with what to do instead."""
+    with served("random") as srv:
+        port = srv.port
+        for name in (f"0.0.0.0:{port}", f"[::]:{port}"):
+            assert handshake(port, name, None) == 101, name
+            assert handshake(port, name, f"http://{name}") == 403, name
+            assert http_get(port, "/healthz", name) == 403, name
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.putrequest("GET", "/", skip_host=True)
+        c.putheader("Host", f"0.0.0.0:{port}")
+        c.endheaders()
+        r = c.getresponse()
+        assert r.status == 403 and f"127.0.0.1:{port}" in r.read().decode()  # where to open the page instead
+        c.close()
+
+
 def test_listening_beyond_loopback_needs_a_token_or_insecure(capsys):
     with pytest.raises(ValueError, match="without a token"):
         ServeConfig(host="0.0.0.0")

@@ -15,6 +15,9 @@ Checked on every handshake, websocket and plain HTTP alike, before any message i
 * **Host.** Without a token, a request must name the server by a loopback name or its bound
   address: a page on ``evil.example`` whose name is re-pointed at 127.0.0.1 (DNS rebinding) is
   same-origin with itself and sends no ``Origin`` on plain GETs, but still names ``evil.example``.
+  The unspecified address (``0.0.0.0``, ``::``: openpi's clients connect there by default) is
+  accepted on websockets without ``Origin`` only -- programs; a browser sends ``Origin`` on every
+  websocket -- and refused on plain HTTP, the way browsers let remote pages reach local services.
 * **Peers.** At most ``max_connections_per_peer`` websockets from one address (and
   ``max_connections`` in all).
 """
@@ -36,6 +39,14 @@ def is_loopback(host: str) -> bool:
         return True
     try:
         return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
+
+
+def is_unspecified(host: str) -> bool:
+    """``host`` is the unspecified address (``0.0.0.0``, ``::``), which connects to this machine."""
+    try:
+        return ipaddress.ip_address(host.strip().lower().strip("[]")).is_unspecified
     except ValueError:
         return False
 
@@ -102,7 +113,7 @@ class Access:
             f"(http://127.0.0.1:{port}/) and the origins in its origins= list"
         )
 
-    def host_refusal(self, headers: Any) -> str | None:
+    def host_refusal(self, headers: Any, port: int | None = None) -> str | None:
         """Why the ``Host`` a tokenless request names is refused (DNS rebinding), or ``None``."""
         if self.cfg.token is not None or self.cfg.insecure:
             return None
@@ -117,6 +128,14 @@ class Access:
         allowed = {urlsplit(o).hostname for o in self.origins}
         if is_loopback(host) or host == bound or host in allowed:
             return None
+        if is_unspecified(host):
+            websocket = (headers.get("Upgrade") or "").lower() == "websocket"
+            if websocket and headers.get("Origin") is None:
+                return None  # a program (openpi's clients default to 0.0.0.0): browsers send Origin on websockets
+            return (
+                f"host {given[:100]!r} is the unspecified address: a page or plain request naming it is refused "
+                f"(browsers let remote pages reach local services that way); open http://127.0.0.1:{port}/"
+            )
         return (
             f"host {given[:100]!r} is not this server's name: without a token it answers only requests "
             "for its loopback or bound address"

@@ -221,7 +221,9 @@ class PolicyServer:
 
         url = urlsplit(request.path)
         query = parse_qs(url.query)
-        refusal = self.access.host_refusal(request.headers) or self.access.origin_refusal(request.headers, self.port)
+        refusal = self.access.host_refusal(request.headers, self.port) or self.access.origin_refusal(
+            request.headers, self.port
+        )
         if refusal is not None:
             log.warning("refused a request from %s: %s", peer_of(connection), refusal)
             return connection.respond(403, f"forbidden: {refusal}\n")
