@@ -205,3 +205,21 @@ def test_unknown_answer_type_is_named():
         format_answer("colour", 1)
     with pytest.raises(ValueError, match="unknown answer type 'colour'"):
         parse("colour", "1")
+
+
+def test_random_answers_to_the_same_questions_are_the_charts_baseline(tmp_path):
+    """scores.png's baseline is the random agent's answers to the very questions scored (their expected
+    score), beside the analytic chance -- never another question set's published rows."""
+    from vla.gst.score import load_reference, plot_scores, random_scores
+
+    rng = np.random.default_rng(0)
+    questions = [{"id": f"e{i}", "subtask": "EDs", "answer": float(rng.uniform(-180, 180))} for i in range(300)]
+    questions += [{"id": f"t{i}", "subtask": "TDS-E", "answer": "ABCD"[i % 4]} for i in range(100)]
+    rand = random_scores(questions, draws=20, seed=1)
+    assert rand["per_subtask"]["EDs"] == pytest.approx(16.67, abs=2.0)
+    assert rand["per_subtask"]["TDS-E"] == pytest.approx(25.0, abs=3.0)
+    assert rand["count"] == {"EDs": 300, "TDS-E": 100}
+    assert random_scores(questions, draws=20, seed=1) == rand  # seeded
+    assert set(load_reference()) == {"chance"}  # no published rows of other question sets to draw
+    plot_scores(rand, tmp_path / "scores.png", "random", {"random answers": rand})
+    assert (tmp_path / "scores.png").stat().st_size > 10_000

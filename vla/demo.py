@@ -43,12 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     summary = json.loads((Path(args.out) / "summary.json").read_text())
     gst = summary.get("gst")
     if gst and gst.get("per_subtask"):
-        from vla.gst.score import plot_scores
+        from vla.gst.score import load_jsonl, plot_scores, random_scores
 
-        plot_scores(gst, Path(args.out) / "gst_scores.png", label="memory agent, mid-episode")
+        rand = random_scores(load_jsonl(Path(args.out) / "gst.jsonl"))  # uniform answers, the same questions
+        plot_scores(gst, Path(args.out) / "gst_scores.png", "memory agent, mid-episode", {"random answers": rand})
         print(
             f"GST mid-episode: overall {gst['overall']:.1f} over {sum(gst['count'].values())} questions "
-            f"-> {args.out}/gst_scores.png"
+            f"(random answers to the same questions: {rand['overall']:.1f}) -> {args.out}/gst_scores.png"
         )
     videos = sorted((Path(args.out) / "videos").glob("*.mp4"))
     if videos:

@@ -301,7 +301,7 @@ def score_files(
 ) -> dict[str, Any]:
     """Score predictions against a question set's answers, or (``answers``) an export's private file."""
     from vla.questions.question import load_questions
-    from .score import load_jsonl, plot_scores, score_predictions
+    from .score import load_jsonl, plot_scores, random_scores, score_predictions
 
     if answers is not None:
         questions = load_jsonl(answers)
@@ -322,7 +322,7 @@ def score_files(
     with open(out / "scored.jsonl", "w") as fh:
         for r in rows:
             fh.write(json.dumps(r, default=lambda x: list(x) if isinstance(x, tuple) else str(x)) + "\n")
-    plot_scores(scores, out / "scores.png", label=label)
+    plot_scores(scores, out / "scores.png", label=label, baselines={"random answers": random_scores(questions)})
     return scores
 
 

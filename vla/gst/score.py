@@ -69,6 +69,7 @@ def score_predictions(
 
 
 def load_reference(path: str | Path | None = None) -> dict[str, dict[str, float | None]]:
+    """``configs/gst/reference.yaml``: the analytic chance level of uniform answers per subtask."""
     import yaml
 
     from vla.config import CONFIG_DIR
@@ -77,21 +78,41 @@ def load_reference(path: str | Path | None = None) -> dict[str, dict[str, float 
     return yaml.safe_load(p.read_text()) if p.exists() else {}
 
 
-def plot_scores(scores: dict[str, Any], path: str | Path, label: str = "ours", reference: dict | None = None) -> None:
-    """Per-subtask bars with 95 % intervals, beside the published reference rows where known."""
+def random_scores(questions: list[dict[str, Any]], draws: int = 50, seed: int = 0) -> dict[str, Any]:
+    """What uniform answers score on these very questions (the random agent's answers, ``draws`` of them
+    per question, averaged): the baseline a score on this question set is read against."""
+    from vla.questions.answers import random_answer
+
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for q in questions:
+        mean = float(np.mean([score_one(q, random_answer(q, rng))[1] for _ in range(int(draws))]))
+        pairs.append((q["subtask"], mean))
+    return aggregate(pairs, bootstrap=100)
+
+
+def plot_scores(
+    scores: dict[str, Any],
+    path: str | Path,
+    label: str = "ours",
+    baselines: dict[str, dict[str, Any]] | None = None,
+) -> None:
+    """Per-subtask bars with 95 % intervals, beside baselines on the same questions (``baselines``: name ->
+    scores, e.g. :func:`random_scores` of the question set) and the analytic chance level of uniform
+    answers. Published numbers of other question sets are not drawn: they are not comparable
+    (docs/GST.md, "Published numbers")."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    reference = load_reference() if reference is None else reference
     codes = [c for c in SUBTASKS if c in scores["per_subtask"]] + ["overall"]
     rows = [(label, {**scores["per_subtask"], "overall": scores["overall"]})]
-    rows += [
-        ((f"paper: {name}" if name != "chance" else "chance (uniform answers)"), vals)
-        for name, vals in reference.items()
-        if vals
-    ]
+    for name, other in (baselines or {}).items():
+        rows.append((name, {**other["per_subtask"], "overall": other["overall"]}))
+    chance = load_reference().get("chance") or {}
+    if chance:
+        rows.append(("chance (uniform answers, analytic)", chance))
     width = 0.8 / len(rows)
     fig, ax = plt.subplots(figsize=(13, 4.5))
     x = np.arange(len(codes))
@@ -115,7 +136,7 @@ def plot_scores(scores: dict[str, Any], path: str | Path, label: str = "ours", r
     ax.set_xticks(x, [f"{c}\n(n={scores['count'][c]})" if c in scores["count"] else c for c in codes], fontsize=8)
     ax.set_ylim(0, 105)
     ax.set_ylabel("score (x100)")
-    ax.set_title(f"GST-Bench subtasks: {label} (overall {scores['overall']:.1f})")
+    ax.set_title(f"GST-style questions: {label} (overall {scores['overall']:.1f})")
     ax.legend(fontsize=8, ncol=len(rows), loc="upper center", bbox_to_anchor=(0.5, -0.16))
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
