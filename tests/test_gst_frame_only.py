@@ -3,13 +3,16 @@ view, as the agent's sensors made it -- and nothing it saw before; on real gener
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
+
 import numpy as np
 import pytest
 
 from spatial_memory.profiles import PROFILES
 from vla.gst.sensors import sensors_for
 from vla.questions.answering import AnswererConfig, MemoryAnswerer
-from vla.questions.question import load_questions
+from vla.questions.question import MediaRef, load_questions
 from vla.questions.single_frame import single_frame
 
 from .test_gst_generate import qdir  # noqa: F401  (the generated question set fixture)
@@ -41,13 +44,35 @@ def test_a_question_without_a_current_view_keeps_the_last_frame_and_its_map(qdir
     assert np.array_equal(one.get("map"), qa.get("map"))
 
 
-@pytest.mark.parametrize("code", ["Pos", "GPv"])
-def test_the_control_answers_from_a_memory_of_one_frame(qdir, code):  # noqa: F811
-    q = next(q for q in load_questions(qdir) if q.subtask == code)
+def _with(question, **media):
+    """``question`` with some media replaced by in-memory ones (each under a token of its own: no memory
+    built from the original media is reused)."""
+    new = {k: MediaRef(lambda v=v: v, lambda: f"test-{uuid.uuid4().hex}") for k, v in media.items()}
+    return dataclasses.replace(question, media={**question.media, **new}, _cache={})
+
+
+@pytest.mark.parametrize("code", ["EDv", "Pos", "GPv"])
+def test_the_control_answers_from_its_one_frame_and_nothing_seen_before(qdir, code):  # noqa: F811
+    """The control's answer is a function of its one frame (the current view; for GP, without one, the
+    video's last frame) and of nothing earlier: the video before that frame replaced by another
+    apartment's, or a live memory of the whole video offered (as mid-episode), the answer stays; that
+    frame replaced by another apartment's, it changes. The memory answerer, which fuses the whole video,
+    answers otherwise (the target is out of the current view, or, for GP, not in the last frame)."""
+    q, other = [q.for_agent() for q in load_questions(qdir) if q.subtask == code][:2]
     full, control = MemoryAnswerer(), MemoryAnswerer(AnswererConfig(frame_only=True))
-    assert full.answer(q.for_agent()).strip() and control.answer(q.for_agent()).strip()
-    assert control._memory.n_frames == 1
-    assert full._memory.n_frames == len(q.get("stream")) > 1
+    answer = control.answer(q)
+    assert answer.strip() and control._memory.n_frames == 1
+    assert full.answer(q) != answer and full._memory.n_frames == len(q.get("stream")) > 1
+    assert control.answer(q, live=full._memory) == answer  # the whole video in a live memory: not used
+    stream, elsewhere = q.get("stream"), other.get("stream")
+    assert len(elsewhere) > 1 and not np.array_equal(elsewhere[-2].rgb, stream[-2].rgb)
+    # the last frame is kept: its pose is where the control places the current view (single_frame)
+    assert control.answer(_with(q, stream=elsewhere[:-1] + stream[-1:])) == answer
+    if "current_sensors" in q.media:
+        assert control.answer(_with(q, current_sensors=other.get("current_sensors"))) != answer
+    else:  # another apartment's last frame, at this video's last pose
+        last = dataclasses.replace(elsewhere[-1], T_world_cam=stream[-1].T_world_cam, step=stream[-1].step)
+        assert control.answer(_with(q, stream=stream[:-1] + [last])) != answer
 
 
 def test_the_memory_agent_option_selects_the_control_and_refuses_other_values():

@@ -168,6 +168,50 @@ def test_the_policy_owns_its_memory_inputs(tmp_path):
         read_policy_config(tmp_path / "empty")
 
 
+@pytest.mark.parametrize("train_embeddings", [False, True])
+def test_freeze_embeddings_decides_whether_a_training_step_moves_the_input_embedding(train_embeddings):
+    """``policy.freeze_embeddings`` (true by default; ``policy.freeze_embeddings=false`` is what the proofs'
+    ``--train-embeddings`` passes): frozen, the backbone's input embedding has no gradient, is not in the
+    optimizer and one optimisation step (a real forward and backward, the trainer's own optimizer) leaves
+    it bit for bit, while the action rows do move (so the step did happen); trainable, the same step changes
+    the rows of the tokens the batch reads, and only those (AdamW without weight decay: a row without a
+    gradient stays)."""
+    from vla.train.config import TrainConfig
+    from vla.train.optim import make_optimizer
+
+    over = ["policy.freeze_embeddings=false"] if train_embeddings else []
+    cfg = compose("train", ["model=tiny_qwen2_5_vl", "policy=house", *over])
+    assert cfg["policy"]["freeze_embeddings"] is not train_embeddings
+    mcfg = ModelConfig.from_dict({**cfg["model"], "image_size": 56})
+    torch.manual_seed(0)
+    p = build_policy(mcfg, PolicyConfig.from_dict({**cfg["policy"], "chunk": 2}), _stats())
+    p.train()
+    emb = p.embedding.base  # the backbone's own nn.Embedding under the policy's row swap
+    assert emb.weight.requires_grad is train_embeddings
+    opt = make_optimizer(p, TrainConfig(lr=1e-2))
+    in_optimizer = any(q is emb.weight for g in opt.param_groups for q in g["params"])
+    assert in_optimizer is train_embeddings
+    inputs = p.inputs_of(_obs(2, seed=6))
+    rng = np.random.default_rng(6)
+    for mi in inputs:
+        mi.actions, mi.dataset = rng.uniform(-0.2, 0.2, (2, 3)), "house_nav"
+    batch = p.encoder.train_batch(inputs)
+    before, action_before = emb.weight.detach().clone(), p.action_in.detach().clone()
+    opt.zero_grad(set_to_none=True)
+    out = p.loss(batch)
+    (out["action_loss"] + out["text_loss"]).backward()
+    opt.step()
+    assert not torch.equal(p.action_in.detach(), action_before)  # the step trained the action rows either way
+    changed = set(torch.nonzero((emb.weight.detach() != before).any(dim=1)).flatten().tolist())
+    if not train_embeddings:
+        assert emb.weight.grad is None and changed == set()
+        return
+    assert emb.weight.grad is not None and float(emb.weight.grad.abs().sum()) > 0
+    read = set(batch["input_ids"].flatten().tolist())
+    words = set(p.processor.tokenizer(" to the bed", add_special_tokens=False)["input_ids"])  # as mid-prompt
+    assert len(words) == 3 and words <= changed <= read  # the prompt's words moved; no row the batch does not read
+
+
 def test_qwen3_vl_and_added_token_placement():
     mcfg, pcfg = _configs("tiny_qwen3_vl", placement="added_tokens")
     p = build_policy(mcfg, pcfg, _stats())

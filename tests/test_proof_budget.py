@@ -22,7 +22,8 @@ def test_the_budget_composes_as_vla_train_reads_it():
 def test_train_embeddings_reaches_every_proof_through_the_budget():
     """``--train-embeddings`` (the GST copy probe's finding) is one override in the shared budget, so the
     house, LIBERO and GST proofs all get it; a namespace without the attribute (an older caller) keeps
-    the default."""
+    the default. That the override really trains the input embedding (and the default does not):
+    tests/test_policy.py::test_freeze_embeddings_decides_whether_a_training_step_moves_the_input_embedding."""
     budget = load_script("proof_common").budget
     over = budget(_args(train_embeddings=True), batch=16, val_every=100, keep=1)
     assert "policy.freeze_embeddings=false" in over
