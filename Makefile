@@ -59,7 +59,7 @@ test-slow: setup
 	$(PY) -m pytest -q -m slow
 
 # Every command of README.md and docs/*.md, run at tiny size (scripts/check_docs_commands.py; slow:
-# see docs/BENCHMARKS.md for how long). The fast tier composes their configs (tests/test_docs_commands.py).
+# see docs/BENCHMARKS.md for how long). The fast tier parses their arguments (tests/test_docs_commands.py).
 check-docs: setup
 	$(PY) scripts/check_docs_commands.py --run
 

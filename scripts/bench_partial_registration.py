@@ -314,7 +314,8 @@ def parse_list(text: str, cast=str) -> list:
     return [cast(x) for x in text.split(",") if x.strip()]
 
 
-def main(argv: list[str] | None = None) -> dict:
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str], list[float], list[int]]:
+    """The options, profiles, fractions and seeds of a run, checked; argparse's usage error otherwise."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scenes", type=int, default=20)
     ap.add_argument("--first-seed", type=int, default=VAL_SEEDS[0])
@@ -332,7 +333,10 @@ def main(argv: list[str] | None = None) -> dict:
     if args.quick:
         args.scenes, args.perception, args.fractions = 1, "gt", "0.35,1"
     profiles = parse_list(args.perception)
-    fractions = sorted(parse_list(args.fractions, float))
+    try:
+        fractions = sorted(parse_list(args.fractions, float))
+    except ValueError:
+        ap.error(f"--fractions: comma-separated numbers in (0, 1], got {args.fractions!r}")
     seeds = list(range(args.first_seed, args.first_seed + args.scenes))
     if not all(VAL_SEEDS[0] <= s < VAL_SEEDS[1] for s in seeds):
         ap.error(f"val apartments only: seeds in [{VAL_SEEDS[0]}, {VAL_SEEDS[1]})")
@@ -341,6 +345,11 @@ def main(argv: list[str] | None = None) -> dict:
     unknown = set(profiles) - set(PROFILE_NAMES)
     if unknown or not profiles:
         ap.error(f"--perception: choose from {PROFILE_NAMES}")
+    return args, profiles, fractions, seeds
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args, profiles, fractions, seeds = parse_args(argv)
     env_overrides: dict = {}
     if args.size:
         env_overrides.update(width=args.size, height=args.size)

@@ -1,7 +1,7 @@
 """Every command of README.md and docs/*.md, checked against the code, so none can drift from it.
 
     .venv/bin/python scripts/check_docs_commands.py --list        # each command: run, or skip and why
-    .venv/bin/python scripts/check_docs_commands.py --compose     # compose every vla-* command's config (seconds)
+    .venv/bin/python scripts/check_docs_commands.py --compose     # parse every command's arguments (seconds)
     nice -n 10 .venv/bin/python scripts/check_docs_commands.py --run   # run them at tiny size (slow; make check-docs)
     ... --run --only README.md --only docs/POLICY.md:13           # some files, or one block (a line of it)
 
@@ -31,17 +31,24 @@ end. A command fails its block (later commands of the block depend on it).
 (SLURM, a Ray cluster, a GPU checkpoint or downloaded weights, conda and Isaac Sim), fragments and
 templates (``...``, ``DIR``, ``FILE``), ``make test`` (the suite itself).
 
-``--compose`` (run by tests/test_docs_commands.py in the fast tier) composes the config of every
-runnable ``vla-rollout`` / ``vla-train`` / ``vla-gst`` / ``vla-serve`` command with the project's
-own compose, and checks that whatever a command reads (``questions=``, ``agent.checkpoint=``,
-``data.paths=``, ``predictions=``, ...) an earlier command of its file writes, so a renamed or
-removed option or a dangling path fails CI in seconds; ``--run`` runs them for real. On
-the shared 2-core machine here ``--run`` took the time printed at its end (docs/BENCHMARKS.md).
+``--compose`` (run by tests/test_docs_commands.py in the fast tier) runs nothing of a command's work:
+it parses the arguments of every command -- runnable, or skipped for what this machine lacks (SLURM,
+Ray, a GPU, OmniGibson), a fragment's given ones; not templates (:func:`parsed_commands`) -- with the
+command's own program's parsing (scripts/docs_flags.py): the config of each ``vla-rollout`` /
+``vla-gst`` / ``vla-train`` / ``vla-serve`` / ``vla-data`` / ``vla-merge`` command composed by the
+project's own compose (and ``vla-rollout``'s / ``vla-gst``'s env, perception and agent options
+checked), ``vla-query``'s and each script's (``scripts/*.py``, ``python -m vla.*``) argparse
+parser, as documented and with the tiny arguments appended; and it checks that whatever a command
+reads (``questions=``, ``agent.checkpoint=``, ``data.paths=``, ``predictions=``, ...) an earlier
+command of its file writes. So a renamed or removed option, an unknown flag, a bad choice or a
+dangling path fails CI in seconds, naming the file, line and command; ``--run`` runs them for real.
+On the shared 2-core machine here ``--run`` took the time printed at its end (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import shlex
@@ -401,38 +408,88 @@ def unwritten_reads(blocks: list[Block]) -> list[tuple[Command, str]]:
     return failures
 
 
-def compose_all(blocks: list[Block]) -> list[tuple[Command, str]]:
-    """(command, error) for every runnable vla-* command whose config does not compose, and every
-    command that reads what no earlier command writes (:func:`unwritten_reads`)."""
-    from vla.config import compose
+NOT_PARSED = ("a fragment or template", "the test suite itself", "changes directory")  # skip reasons
+LOOP = re.compile(r"\bfor (\w+) in ([^;]*);")
 
-    primary = {"vla-rollout": "rollout", "vla-train": "train", "vla-gst": "gst", "vla-serve": "serve"}
-    primary["vla-data spatial"] = "spatial"
-    failures = []
+
+def parsed_commands(blocks: list[Block]):
+    """(command, program, argv, tiny argv) of every documented command whose arguments the fast check
+    parses (docs_flags.kind): the runnable ones, those skipped for what this machine lacks (SLURM,
+    Ray, a GPU, OmniGibson), a fragment's given arguments (``...`` left out; not a template's: ``a|b``,
+    ``<x>``, ``[k=N]``), a one-line loop's command. Variables are those of the block; a loop variable
+    takes each of its values (one argv each). The tiny argv is what ``--run`` appends (runnable ones)."""
+    import docs_flags
+
     for b in blocks:
-        variables = {}
+        variables: dict[str, str] = {}
+        loops: dict[str, list[str]] = {}
         for c, reason in decisions(b):
-            m = ASSIGN.match(c.text)
-            if m and m.end() == len(c.text):
-                name, value = c.text.split("=", 1)
-                variables[name] = value.strip("\"'")
+            text, runs = c.text, reason is None
+            if _is_shell(text):
+                m = ASSIGN.match(text)
+                if m and m.end() == len(text):
+                    name, value = text.split("=", 1)
+                    variables[name] = _substitute(value.strip("\"'"), variables)
+                loops.update({n: v.split() for n, v in LOOP.findall(text)})
+                text = re.sub(r"^(\s*(do\s+)?for \w+ in [^;]*;\s*do\b)+|;\s*done\b.*$", "", text).strip()
+                text = re.split(r"\s(?:\|\||&&)\s", text)[0]  # for ...; do CMD || break; done: CMD
+                if not text or _is_shell(text) or not is_command(text):
+                    continue
+                reason, runs = skip_reason(text), False  # --run runs the loop's line as it is
+            if reason and reason.startswith(NOT_PARSED[0]):
+                if re.search(r"\||<[^>]+>|\s\[\w+=", text):
+                    continue  # a template, not arguments
+                text, reason = re.sub(r"\s\.\.\.(?=\s|$)", "", text), None
+            p = program(text)
+            if m := re.search(r"^torchrun\b.*?\s-m\s+(\S+)", text.strip()):
+                p = f"python -m {m.group(1)}"
+            if docs_flags.kind(p) is None or (reason and reason.startswith(NOT_PARSED)):
                 continue
-            p = program(c.text)
-            if p == "vla-data" and c.text.split("vla-data", 1)[1].split()[:1] == ["spatial"]:
-                p = "vla-data spatial"
-            if p not in primary or reason:
-                continue
-            t = c.text
-            for name, value in variables.items():
-                t = t.replace(f"${name}", value)
-            t = re.sub(r"\$\w+", "gt", t)  # a loop variable: the perception profiles' first value
-            words = shlex.split(t.split(p.split()[0], 1)[1])
-            if p in ("vla-gst", "vla-data spatial"):
-                words = words[1:]  # the subcommand
-            try:
-                compose(primary[p], [w for w in words if "=" in w and not w.startswith("-")])
-            except ValueError as exc:
-                failures.append((c, str(exc)))
+            for t in _expansions(text, variables, loops):
+                extra = shlex.split(tiny(t, variables)) if runs else []
+                yield c, p, docs_flags.argv_of(shlex.split(t), p), extra
+
+
+def _substitute(text: str, variables: dict[str, str]) -> str:
+    for name, value in variables.items():
+        text = re.sub(rf"\$\{{?{name}\b\}}?", lambda _: value, text)
+    return text
+
+
+def _expansions(text: str, variables: dict[str, str], loops: dict[str, list[str]]) -> list[str]:
+    text = _substitute(text, variables)
+    names = [n for n in loops if re.search(rf"\$\{{?{n}\b", text)]
+    out = []
+    for values in itertools.product(*(loops[n] for n in names)):
+        t = text
+        for n, v in zip(names, values):
+            t = re.sub(rf"\$\{{?{n}\b\}}?", lambda _: v, t)
+        out.append(re.sub(r"\$\{?\w+\}?", "gt", t))  # another variable ($TOKEN, ...): a word
+    return out
+
+
+def compose_all(blocks: list[Block]) -> list[tuple[Command, str]]:
+    """(command, error) for every documented command (:func:`parsed_commands`) whose arguments its own
+    program refuses (docs_flags.check: the config of a vla-* command, a script's argparse parser,
+    ...), with the checker's tiny arguments of --run too, and every command that reads what no earlier
+    command writes (:func:`unwritten_reads`)."""
+    import docs_flags
+
+    failures, seen = [], set()
+    for c, p, argv, extra in parsed_commands(blocks):
+        if (c.where, c.text) in seen:
+            continue
+        # as documented, and as --run runs it (its tiny arguments appended); a vla-* config is composed
+        # once, with them (none of them sets a key that composing checks; ~0.1 s a compose)
+        once = extra and docs_flags.kind(p) in docs_flags.COMPOSED
+        err = docs_flags.check(p, argv + extra if once else argv)
+        if once and err:
+            err = docs_flags.check(p, argv) or f"with the checker's tiny arguments ({' '.join(extra)}): {err}"
+        elif not err and extra and not once and (err := docs_flags.check(p, argv + extra)):
+            err = f"with the checker's tiny arguments ({' '.join(extra)}): {err}"
+        if err:
+            seen.add((c.where, c.text))
+            failures.append((c, err))
     return failures + unwritten_reads(blocks)
 
 

@@ -27,11 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from proof_common import _mean  # noqa: E402
 from proof_gst import gst  # noqa: E402
-from proof_house import house, house_table  # noqa: E402
+from proof_house import ARMS, house, house_table  # noqa: E402  (the GST proof's arms are the same two)
 from proof_libero import RECIPES, libero  # noqa: E402
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The proof's options, checked before any stage runs (``--arms``: the house and GST proofs' arms, which
+    the proof itself checks only after its recording stage); argparse's usage error otherwise."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("proof", choices=("house", "libero", "gst"))
     ap.add_argument("--root", required=True)
@@ -100,7 +102,15 @@ def main() -> int:
     ap.add_argument("--val-trials", type=int, default=10, help="libero: val rollouts per checkpoint and setting")
     ap.add_argument("--agent", action="append", help="libero: NAME=k=v,... closed-loop settings compared on val")
     ap.add_argument("--workers", type=int, default=1, help="rollout worker processes")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    unknown = sorted({n for n in a.arms.split(",") if n} - set(ARMS))
+    if unknown and a.proof in ("house", "gst"):
+        ap.error(f"--arms: unknown arm(s) {unknown}; the {a.proof} proof has {sorted(ARMS)}")
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
     res = {"house": house, "libero": libero, "gst": gst}[a.proof](a)
     Path(a.root).mkdir(parents=True, exist_ok=True)
     (Path(a.root) / "results.json").write_text(json.dumps(res, indent=2))

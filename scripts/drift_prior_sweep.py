@@ -29,6 +29,8 @@ SCALED = ("odom_sigma_m", "odom_sigma_deg", "odom_scale_xy", "odom_scale_yaw")
 
 def drift_prior(profile: str, scale: float) -> dict:
     """The profile's drift-correction settings with the odometry prior scaled by ``scale``."""
+    if profile not in MEMORY_SETTINGS:
+        raise ValueError(f"unknown perception profile {profile!r}; with drift correction: {_with_drift()}")
     drift = MEMORY_SETTINGS[profile].get("drift")
     if drift is None:
         raise ValueError(f"perception={profile} has no drift correction (only {_with_drift()} do)")
@@ -46,20 +48,27 @@ def _flow(d: dict) -> str:
     return "{" + ", ".join(f"{k}: {json.dumps(v)}" for k, v in d.items()) + "}"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[tuple[str, float, dict]]]:
+    """The options and the (profile, scale, drift prior) of each run, checked; argparse's usage error otherwise
+    (the question set itself is checked by :func:`main`)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--questions", required=True, help="a question set written by vla-gst generate")
     ap.add_argument("--out", required=True)
     ap.add_argument("--profiles", default="realistic,harsh")
     ap.add_argument("--scales", default="0.5,1,2")
     args = ap.parse_args(argv)
-    if not (Path(args.questions) / "questions.jsonl").is_file():
-        ap.error(f"{args.questions} holds no questions.jsonl (write one with vla-gst generate)")
     try:
         scales = [float(s) for s in args.scales.split(",")]
         runs = [(p, s, drift_prior(p, s)) for p in args.profiles.split(",") for s in scales]
     except (ValueError, KeyError) as exc:
         ap.error(f"bad --profiles/--scales: {exc}")
+    return args, runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, runs = parse_args(argv)
+    if not (Path(args.questions) / "questions.jsonl").is_file():
+        raise SystemExit(f"error: {args.questions} holds no questions.jsonl (write one with vla-gst generate)")
     rows = []
     for profile, scale, drift in runs:
         out = Path(args.out) / f"{profile}_x{scale:g}"

@@ -79,16 +79,23 @@ def table(rows: list[tuple[str, dict]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> list[tuple[str, list[Path]]]:
+    """The (label, paths) of each ``LABEL=PATH[+PATH...]`` argument; usage errors exit as argparse's do."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", help="LABEL=PATH (scores.json / summary.json or their directory)")
     args = p.parse_args(argv)
-    rows = []
+    runs = []
     for item in args.runs:
         label, sep, path = item.rpartition("=")
         if not sep or not label:
             raise SystemExit(f"error: expected LABEL=PATH, got {item!r}")
-        parts = [Path(x) for x in path.split("+")]
+        runs.append((label, [Path(x) for x in path.split("+")]))
+    return runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    rows = []
+    for label, parts in parse_args(argv):
         rows.append((label, pooled_scores(parts) if len(parts) > 1 else load_scores(parts[0])))
     print(table(rows))
     return 0

@@ -25,7 +25,9 @@ sys.path.insert(0, str(ROOT))
 from envs.libero.perturb import FACTORS, MAX_LEVEL  # noqa: E402
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str], list[int], list[str]]:
+    """The options, factors, levels and ``key=value`` overrides of a sweep, checked (the overrides as
+    ``vla-rollout`` composes and checks them) before anything runs; argparse's usage error otherwise."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", required=True)
     ap.add_argument("--suite", default="libero_object")
@@ -50,6 +52,18 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--levels must be in 1-{MAX_LEVEL}, got {a.levels!r}")
     if not any(x.startswith("agent=") for x in extra):
         ap.error("name the agent, e.g. agent=scripted")
+    from vla.cli.rollout import check_config
+    from vla.config import compose
+
+    try:  # the overrides every vla-rollout of the sweep gets (a bad one would fail the first)
+        check_config(compose("rollout", ["env=libero", f"env.suite={a.suite}", f"eval.tasks=[{a.tasks}]", *extra]))
+    except ValueError as exc:
+        ap.error(f"the vla-rollout overrides: {exc}")
+    return a, factors, levels, extra
+
+
+def main(argv: list[str] | None = None) -> int:
+    a, factors, levels, extra = parse_args(argv)
     settings = [("nominal", "")] + [(f"{f}:{lv}", f"{f}:{lv}") for f in factors for lv in levels]
     root = Path(a.root)
     results = {}

@@ -92,3 +92,56 @@ def test_serve_remote_and_openpi_defaults_live_in_their_dataclasses_only(capsys)
         from vla.agents import make_agent
 
         make_agent({"name": "remote", "bogus": 1})
+
+
+FACTORS = ["camera", "robot", "language", "light", "texture", "noise", "layout", "0-3"]
+PROFILES = ["gt", "realistic", "harsh", "learned"]
+
+
+@pytest.mark.parametrize(
+    "args, allowed",
+    [
+        (["env=libero", "env.perturb=camera:9"], FACTORS),
+        (["env=libero", "env.perturb=fog:1"], FACTORS),
+        (["env=libero", "env.perturb=camera:2+light:x"], FACTORS),
+        (["env=house", "perception=foo"], PROFILES),
+        (["env=house", "perception.name=foo"], PROFILES),
+        (["env=house", "agent=memory", "agent.perception=foo"], PROFILES),
+        (["env=house", "agent=memory", "agent.answer_from=frames"], ["'memory' or 'frame'"]),
+    ],
+)
+def test_a_bad_choice_fails_at_config_time_naming_what_is_allowed(args, allowed, tmp_path, monkeypatch, capsys):
+    """``vla-rollout --cfg`` and a run refuse a bad factor or level of ``env.perturb``, an unknown
+    perception profile (the group, ``perception.name``, ``agent.perception``) and a bad choice of an
+    agent's options with one line that names the allowed values -- before any env, agent or worker is
+    built (evaluate is never reached), where a bad one used to pass ``--cfg``, fail in a worker, or
+    name nothing."""
+    import vla.eval.evaluate
+    from vla.cli.rollout import main
+
+    def reached(*a, **k):
+        raise AssertionError("evaluate() was reached: the config was not checked first")
+
+    monkeypatch.setattr(vla.eval.evaluate, "evaluate", reached)
+    out = tmp_path / "run"
+    for argv in (["--cfg", *args], [*args, f"out={out}", "eval.workers=0", "progress=false"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("vla-rollout: error:") and "\n" not in err, err
+        assert all(a in err for a in allowed), err
+    assert not out.exists()
+
+
+def test_an_unknown_group_option_or_key_names_the_choices(capsys):
+    """Hydra's own message for ``env=foo`` lists the options below its first two lines (and the
+    ``*_schema`` nodes among them); for a key the node does not have it suggests ``+key=``."""
+    from vla.cli.rollout import main
+
+    with pytest.raises(ValueError, match="unknown env 'foo' .*choose from house, libero, omnigibson$"):
+        compose("rollout", ["env=foo"])
+    with pytest.raises(ValueError, match="agent=scripted has no 'perception'; its keys: name$"):
+        compose("rollout", ["agent.perception=gt"])
+    with pytest.raises(ValueError, match="unknown key env.bogus: env=house has no 'bogus'; its keys: .*use_meshes"):
+        compose("rollout", ["env=house", "env.bogus=1"])
+    assert main(["--cfg", "eval=nope"]) == 2
+    assert "choose from default" in capsys.readouterr().err

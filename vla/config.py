@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -123,8 +124,33 @@ def compose(config_name: str, overrides: list[str]) -> dict[str, Any]:
             cfg = hydra_compose(config_name=config_name, overrides=overrides)
         return OmegaConf.to_container(cfg, resolve=True)
     except (HydraException, OmegaConfBaseException) as exc:
-        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()][:2]
-        raise ValueError("bad configuration: " + (" ".join(lines) or type(exc).__name__)) from exc
+        raise ValueError("bad configuration: " + _explain(exc, config_name, overrides)) from exc
+
+
+def _explain(exc: Exception, config_name: str, overrides: list[str]) -> str:
+    """One line for a composition error that names what is allowed: an unknown option of a group
+    (``perception=foo``: the group's options, its ``*_schema`` nodes left out), an unknown key
+    (``agent.perception=1`` under an agent without it: the keys its node has); Hydra's first lines else."""
+    text = str(exc)
+    m = re.search(r"Could not find '([\w/]+)/([^'/]+)'", text)
+    if m and (CONFIG_DIR / m.group(1)).is_dir():
+        group, name = m.groups()
+        return f"unknown {group} {name!r} ({group}=NAME); choose from {', '.join(groups(group))}"
+    m = re.match(r"Could not override '([\w.]+)'", text)
+    if m:
+        parent, _, key = m.group(1).rpartition(".")
+        rest = [o for o in overrides if not re.match(rf"{re.escape(m.group(1))}=", o.lstrip("+~"))]
+        try:
+            node = compose(config_name, rest)
+            for part in parent.split(".") if parent else ():
+                node = node[part]
+        except (ValueError, KeyError, TypeError):
+            node = None
+        if isinstance(node, dict):
+            what = f"{parent}={node['name']}" if parent and isinstance(node.get("name"), str) else parent or config_name
+            return f"unknown key {m.group(1)}: {what} has no {key!r}; its keys: {', '.join(sorted(node))}"
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()][:2]
+    return " ".join(lines) or type(exc).__name__
 
 
 def groups(group: str) -> list[str]:

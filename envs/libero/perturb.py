@@ -43,24 +43,30 @@ PERTURBED_CAMERA = "agentview"  # robosuite's name of the camera that moves
 MATERIALS = ("table", "floor", "wall")  # materials whose name contains one of these are re-coloured
 
 
+def allowed() -> str:
+    """What ``env.perturb`` takes (every parse error names it)."""
+    return f"factors: {', '.join(FACTORS)}; levels 0-{MAX_LEVEL} (e.g. env.perturb=camera:2+light:1)"
+
+
 def parse(spec: str | None) -> dict[str, int]:
-    """``"camera:2+light:1"`` -> ``{"camera": 2, "light": 1}`` (levels 0 dropped); a clear error otherwise."""
+    """``"camera:2+light:1"`` -> ``{"camera": 2, "light": 1}`` (levels 0 dropped); otherwise a clear error
+    that names the factors and the level range."""
     out: dict[str, int] = {}
     for part in [p.strip() for p in str(spec or "").replace(",", "+").split("+") if p.strip()]:
         name, sep, level = part.partition(":")
         name = name.strip()
         if name not in FACTORS:
-            raise ValueError(f"env.perturb: unknown factor {name!r} in {spec!r}; factors: {list(FACTORS)}")
+            raise ValueError(f"env.perturb: unknown factor {name!r} in {spec!r}; {allowed()}")
         if name in out:
-            raise ValueError(f"env.perturb: factor {name!r} given twice in {spec!r}")
+            raise ValueError(f"env.perturb: factor {name!r} given twice in {spec!r}; {allowed()}")
         try:
             lv = int(level) if sep else 1
         except ValueError:
             raise ValueError(
-                f"env.perturb: level of {name!r} must be an integer 0-{MAX_LEVEL}, got {level!r}"
+                f"env.perturb: level of {name!r} must be an integer 0-{MAX_LEVEL}, got {level!r}; {allowed()}"
             ) from None
         if not 0 <= lv <= MAX_LEVEL:
-            raise ValueError(f"env.perturb: level of {name!r} must be 0-{MAX_LEVEL}, got {lv}")
+            raise ValueError(f"env.perturb: level of {name!r} must be 0-{MAX_LEVEL}, got {lv}; {allowed()}")
         if lv:
             out[name] = lv
     return out

@@ -12,17 +12,25 @@ from __future__ import annotations
 import sys
 
 
-def main(argv: list[str] | None = None) -> int:
+def options(argv: list[str]) -> dict:
+    """The composed ``merge`` config of ``argv``, checked; nothing is read or written (a bad one: ValueError)."""
     from vla.config import compose
 
+    cfg = compose("merge", argv)
+    if not cfg.get("out"):
+        raise ValueError("vla-merge needs out=DIR")
+    if not cfg.get("shards"):
+        raise ValueError("vla-merge needs shards=[DIR, ...] (the out dirs of the shards)")
+    return cfg
+
+
+def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or any(a in ("-h", "--help") for a in argv):
         print(__doc__)
         return 0 if argv else 2
     try:
-        cfg = compose("merge", argv)
-        if not cfg.get("out"):
-            raise ValueError("vla-merge needs out=DIR")
+        cfg = options(argv)
         from vla.eval.merge import merge
 
         summary = merge(cfg.get("shards") or [], cfg["out"], record=cfg.get("record"))

@@ -30,23 +30,68 @@ from pathlib import Path
 USAGE = __doc__
 
 
-def _kv(argv: list[str]) -> dict[str, str]:
+# the key=value options of the commands that are not Hydra configs: (required, optional)
+KEYS = {
+    "convert": (("src", "to", "out"), ("fps",)),
+    "info": (("src",), ()),
+    "spatial-eval": (("checkpoint", "data", "out"), ("limit", "max_new_tokens", "progress")),
+    "spatial-score": (("data",), ("predictions", "baseline", "blind", "out")),
+}
+CHOICES = {("convert", "to"): ("no_noops", "lerobot"), ("spatial-eval", "progress"): ("true", "false")}
+CHOICES[("spatial-score", "blind")] = ("true", "false")
+INTS = {("convert", "fps"), ("spatial-eval", "limit"), ("spatial-eval", "max_new_tokens")}
+
+
+def _kv(command: str, argv: list[str]) -> dict[str, str]:
+    """``key=value`` arguments of ``command``, checked against :data:`KEYS`, :data:`CHOICES` and :data:`INTS`."""
+    required, optional = KEYS[command]
     out = {}
     for a in argv:
         if "=" not in a:
-            raise ValueError(f"expected key=value, got {a!r}")
+            raise ValueError(f"{command}: expected key=value, got {a!r}")
         k, v = a.split("=", 1)
+        if k not in required + optional:
+            raise ValueError(f"{command}: unknown option {k!r}; options: {', '.join(required + optional)}")
+        if (command, k) in CHOICES and v not in CHOICES[command, k]:
+            raise ValueError(f"{command}: {k}={v!r}; use {' or '.join(f'{k}={c}' for c in CHOICES[command, k])}")
+        if (command, k) in INTS and not v.lstrip("-").isdigit():
+            raise ValueError(f"{command}: {k} must be an integer, got {v!r}")
         out[k] = v
+    missing = [k for k in required if k not in out]
+    if missing:
+        raise ValueError(f"{command} needs {missing} ({' '.join(f'{k}=...' for k in required)})")
+    if command == "spatial-score" and ("predictions" in out) == ("baseline" in out):
+        raise ValueError("spatial-score needs data=DIR and one of predictions=FILE or baseline=TRAIN_DIR")
     return out
 
 
-def cmd_libero(argv: list[str]) -> int:
+def options(argv: list[str]) -> tuple[str, dict]:
+    """The command and its options as it reads them (a composed config, or checked ``key=value`` pairs),
+    without running anything: a bad option raises ``ValueError`` (what ``vla-data`` prints)."""
+    if not argv or argv[0] not in COMMANDS:
+        raise ValueError(f"unknown command {argv[:1]}; commands: {', '.join(COMMANDS)}")
+    command, rest = argv[0], argv[1:]
+    if command in KEYS:
+        return command, _kv(command, rest)
     from vla.config import compose
 
-    from .generate import check_options, generate_suite, suites_of
+    if command == "spatial":
+        from vla.spatial.generate import SpatialOptions
 
-    cfg = compose("data_gen", argv)
+        cfg = compose("spatial", rest)
+        SpatialOptions.from_dict(cfg)  # the family, split, task types, ... (generate() reads them so)
+        return command, cfg
+    from .generate import check_options, suites_of
+
+    cfg = compose("data_gen", rest)
     check_options(cfg)
+    suites_of(cfg["suite"])
+    return command, cfg
+
+
+def cmd_libero(cfg: dict) -> int:
+    from .generate import generate_suite, suites_of
+
     suites = suites_of(cfg["suite"])
     for suite in suites:
         m = generate_suite(cfg, suite, progress=bool(cfg.get("progress", True)))
@@ -62,15 +107,11 @@ def cmd_libero(argv: list[str]) -> int:
     return 0
 
 
-def cmd_convert(argv: list[str]) -> int:
+def cmd_convert(kv: dict) -> int:
     from .lerobot import write_lerobot
     from .libero_hdf5 import read_libero_dir, read_libero_hdf5
     from .noops import write_no_noops
 
-    kv = _kv(argv)
-    missing = [k for k in ("src", "to", "out") if k not in kv]
-    if missing:
-        raise ValueError(f"convert needs {missing} (src=DIR to=no_noops|lerobot out=OUT)")
     src, out, to = Path(kv["src"]), Path(kv["out"]), kv["to"]
     files = sorted(src.glob("*_demo.hdf5")) if src.is_dir() else [src]
     if not files or not all(f.is_file() for f in files):
@@ -86,18 +127,13 @@ def cmd_convert(argv: list[str]) -> int:
         eps = read_libero_dir(src) if src.is_dir() else read_libero_hdf5(src)
         info = write_lerobot(eps, out, fps=int(kv.get("fps", 20)))
         print(f"lerobot v3.0: {info['total_episodes']} episodes, {info['total_frames']} frames -> {out}")
-    else:
-        raise ValueError(f"to= must be no_noops or lerobot, got {to!r}")
     return 0
 
 
-def cmd_info(argv: list[str]) -> int:
+def cmd_info(kv: dict) -> int:
     from .lerobot import read_lerobot
     from .libero_hdf5 import read_libero_dir, read_libero_hdf5
 
-    kv = _kv(argv)
-    if "src" not in kv:
-        raise ValueError("info needs src=PATH")
     src = Path(kv["src"])
     if (src / "meta" / "info.json").exists():
         eps = read_lerobot(src, images=False)
@@ -121,11 +157,10 @@ def cmd_info(argv: list[str]) -> int:
     return 0
 
 
-def cmd_spatial(argv: list[str]) -> int:
-    from vla.config import compose
+def cmd_spatial(cfg: dict) -> int:
     from vla.spatial.generate import generate
 
-    r = generate(compose("spatial", argv))
+    r = generate(cfg)
     print(
         f"spatial: {r['questions_this_run']} questions from {r['scenes_this_run']} scenes in {r['seconds']} s "
         f"({r['per_hour']} questions/hour); {r['questions']} questions of {r['scenes']} scenes -> {r['out']}"
@@ -144,13 +179,9 @@ def _print_scores(scores: dict, out: Path | None) -> None:
         print(f"-> {write_scores(out, scores)}")
 
 
-def cmd_spatial_eval(argv: list[str]) -> int:
+def cmd_spatial_eval(kv: dict) -> int:
     from vla.spatial.evaluate import policy_predictions, score_set
 
-    kv = _kv(argv)
-    missing = [k for k in ("checkpoint", "data", "out") if k not in kv]
-    if missing:
-        raise ValueError(f"spatial-eval needs {missing} (checkpoint=DIR data=DIR out=OUT)")
     limit = int(kv.get("limit", 0))
     preds = policy_predictions(
         kv["checkpoint"],
@@ -164,20 +195,15 @@ def cmd_spatial_eval(argv: list[str]) -> int:
     return 0
 
 
-def cmd_spatial_score(argv: list[str]) -> int:
+def cmd_spatial_score(kv: dict) -> int:
     from vla.spatial.evaluate import baseline_predictions, read_predictions, score_set
     from vla.spatial.generate import load_records
 
-    kv = _kv(argv)
-    if "data" not in kv or ("predictions" in kv) == ("baseline" in kv):
-        raise ValueError("spatial-score needs data=DIR and one of predictions=FILE or baseline=TRAIN_DIR")
     if "predictions" in kv:
         preds = read_predictions(kv["predictions"])
     else:
-        blind = kv.get("blind", "false")
-        if blind not in ("true", "false"):
-            raise ValueError(f"spatial-score: blind={blind!r}; use blind=true or blind=false")
-        preds = baseline_predictions(kv["baseline"], load_records(kv["data"]), blind=blind == "true")
+        blind = kv.get("blind", "false") == "true"
+        preds = baseline_predictions(kv["baseline"], load_records(kv["data"]), blind=blind)
     _print_scores(score_set(kv["data"], preds), Path(kv["out"]) if "out" in kv else None)
     return 0
 
@@ -198,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     try:
-        return COMMANDS[argv[0]](argv[1:])
+        command, opts = options(argv)
+        return COMMANDS[command](opts)
     except (ValueError, FileNotFoundError) as exc:
         print(f"vla-data: error: {exc}", file=sys.stderr)
         return 2

@@ -370,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
     command, overrides = argv[0], argv[1:]
     try:
         cfg = compose("gst", overrides)
+        from vla.cli.rollout import check_config
+
+        check_config(cfg)  # the env's, perception's and agent's choices, before any scene or agent is built
         if command == "generate":
             m = generate(cfg)
             print(f"{m['questions']} questions from {m['scenes']} scenes -> {cfg['out']}/questions.jsonl")

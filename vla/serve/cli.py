@@ -109,9 +109,8 @@ def _size(text: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def query_main(argv: list[str] | None = None) -> int:
-    from vla.wire.client import PolicyClient, ServerError
-
+def query_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """``vla-query``'s arguments, checked (usage errors exit with status 2, as argparse's do); nothing is asked."""
     ap = argparse.ArgumentParser(prog="vla-query", description="Ask a served agent's spatial memory (JSON out).")
     ap.add_argument("question", nargs="?", help='a question in words, e.g. "where is the black bowl?"')
     ap.add_argument("--url", default=os.environ.get("VLA_SERVE_URL", "ws://127.0.0.1:8765"))
@@ -129,18 +128,21 @@ def query_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sessions", action="store_true")
     ap.add_argument("--timeout", type=float, default=60.0)
     args = ap.parse_args(argv)
-
-    asks_map = args.question is not None and re.search(r"\bmap\b", args.question.lower()) is not None
     if not (args.question or args.target or args.objects or args.png or args.snapshot or args.health or args.sessions):
-        ap.print_usage(sys.stderr)
-        print(
-            "vla-query: error: ask a question, or give --target, --objects, --png, --snapshot, --health or --sessions",
-            file=sys.stderr,
-        )
-        return 2
+        ap.error("ask a question, or give --target, --objects, --png, --snapshot, --health or --sessions")
     if args.question and args.target:
-        print("vla-query: error: give a question or --target, not both", file=sys.stderr)
-        return 2
+        ap.error("give a question or --target, not both")
+    return args
+
+
+def query_main(argv: list[str] | None = None) -> int:
+    from vla.wire.client import PolicyClient, ServerError
+
+    try:
+        args = query_args(argv)
+    except SystemExit as exc:  # a usage error (printed) or --help: the status
+        return int(exc.code or 0)
+    asks_map = args.question is not None and re.search(r"\bmap\b", args.question.lower()) is not None
     out: dict[str, Any] = {}
     frame = {"width": args.size[0], "height": args.size[1], "frame": args.frame}
     try:
