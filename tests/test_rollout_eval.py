@@ -241,7 +241,7 @@ def test_episode_timeout_replaces_the_worker(tmp_path):
         (["eval.tasks=[42]"], "unknown task id"),
         (["eval.trials_per_task=51"], "only 50 initial states"),
         (["eval.videos=sometimes"], "eval.videos must be one of"),
-        (["agent=nope"], "agent/nope"),
+        (["agent=nope"], "unknown agent 'nope' (agent=NAME); choose from dagger, memory"),
         (["out=/proc/forbidden"], "not writable"),
     ],
 )
