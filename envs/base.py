@@ -101,6 +101,16 @@ class RendersPose(Protocol):
 
 
 @runtime_checkable
+class RendersOnDemand(Protocol):
+    """``render_next(wanted)``: whether the next ``step()`` renders its cameras. When not, that step's
+    observation has no camera frames (``cameras == {}``) and costs what the physics costs; every frame that
+    is rendered is the frame the env would have rendered anyway, bit for bit. The rollout loop asks for
+    frames only when the agent or a subscriber reads them (:func:`vla.rollout.runtime.run_episode`)."""
+
+    def render_next(self, wanted: bool) -> None: ...
+
+
+@runtime_checkable
 class DrawsVideoFrame(Protocol):
     """``video_frame(episode)``: the env's own picture of the moment for videos (e.g. ego view + map)."""
 

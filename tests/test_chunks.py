@@ -67,3 +67,21 @@ def test_bad_options_and_empty_chunks_are_refused():
         ChunkBroker(replan=-1)
     with pytest.raises(ValueError, match="chunk"):
         ChunkBroker(ensemble=1.0)(lambda: np.zeros((0, 2)))
+
+
+def test_asks_next_says_when_the_observation_will_be_read():
+    """What the loop's render-on-demand relies on: the next call asks the policy (and reads its
+    observation) exactly when no action of a chunk is left to play, or every step when ensembling."""
+    chunk = np.arange(8.0).reshape(4, 2)
+    for replan, asks in ((0, [True, False, False, False, True]), (2, [True, False, True, False, True])):
+        broker, seen = ChunkBroker(replan=replan), []
+        for _ in range(5):
+            seen.append(broker.asks_next())
+            calls = []
+            broker(lambda: calls.append(1) or chunk)
+            assert bool(calls) == seen[-1]  # it asked exactly when it said it would
+        assert seen == asks
+    ensemble = ChunkBroker(ensemble=0.5)
+    for _ in range(3):
+        assert ensemble.asks_next()
+        ensemble(lambda: chunk)

@@ -24,9 +24,10 @@ from spatial_memory.frame import CameraFrame
 from .. import _gl
 from ..base import ActionSpec, ArraySpec, CameraSpec, EnvSpec, Observation, SceneTruth, TaskInfo, VLAEnv, check_action
 from ..orientation import ORIENTATIONS, orient
-from . import camera, dataset_format, suites
+from . import camera, dataset_format, segmentation, suites
 from . import perturb as perturbations
 from .config import SAMPLED_SEED, SAMPLED_TRIALS, SETTLE_STEPS, check_arm_init_noise
+from .frames import FrameGate
 from .truth import categories, scene_truth
 
 CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
@@ -112,6 +113,8 @@ class LiberoEnv(VLAEnv):
         self._steps = 0
         self._trial: int | None = None
         self._static: dict[str, tuple[np.ndarray, int]] = {}
+        self._gate = FrameGate()  # the camera sensors, opened only for the steps whose frames are read
+        self._frames_next = True
 
     # ------------------------------------------------------------------ simulator lifecycle
     @property
@@ -192,6 +195,11 @@ class LiberoEnv(VLAEnv):
             self._stream += 1
             self._rng = np.random.get_state()
             self._raw = env.set_init_state(self._init_states[trial])
+        if self.render_cameras:  # after the reset: a hard reset builds new observables
+            if self.segmentation:
+                segmentation.install(env.env, self.resolution, self.resolution)
+            self._gate.install(env.env)
+        self._frames_next = True
         if self._perturber:  # env.perturb: the scene's changes for this trial, before the objects settle
             self._perturber.apply_scene(env.sim, env.env, trial)
         self.instruction = self._perturber.instruction(self.task.instruction, trial)
@@ -243,15 +251,27 @@ class LiberoEnv(VLAEnv):
         if cams:
             self._raw = inner._get_observations(force_update=True)
 
+    def render_next(self, wanted: bool) -> None:
+        """Whether the next :meth:`step` renders its cameras (:class:`envs.base.RendersOnDemand`): when not,
+        its observation has no frames and the step costs the physics alone; the frames of every step
+        that does render are those it would have rendered anyway (:mod:`envs.libero.frames`). Applies to
+        one step. With the ``noise`` perturbation every step renders (its noise is one stream)."""
+        self._frames_next = bool(wanted)
+
     def step(self, action):
         if self._env is None or self._raw is None:
             raise RuntimeError("call reset() before step()")
         a = check_action(action, self.action_space)
-        self._raw, _, done, _ = self._env.step(a)
+        rendered = self._frames_next or "noise" in self._perturber.factors
+        self._frames_next, self._gate.open = True, rendered
+        try:
+            self._raw, _, done, _ = self._env.step(a)
+        finally:
+            self._gate.open = True
         self._steps += 1
         success = bool(done)
         truncated = self._steps >= self.max_episode_steps and not success
-        return self._observation(), float(success), success, truncated, {"success": success}
+        return self._observation(rendered), float(success), success, truncated, {"success": success}
 
     # ------------------------------------------------------------------ observations
     def _camera_statics(self) -> dict[str, tuple[np.ndarray, int]]:
@@ -267,7 +287,7 @@ class LiberoEnv(VLAEnv):
     def _object_names(self) -> dict[int, str]:
         return {i + 1: n for i, n in enumerate(self._env.env.model.instances_to_ids.keys())}
 
-    def _observation(self) -> Observation:
+    def _observation(self, rendered: bool = True) -> Observation:
         raw = self._raw
         state = np.concatenate(
             [raw["robot0_eef_pos"], quat_xyzw_to_axis_angle(raw["robot0_eef_quat"]), raw["robot0_gripper_qpos"]]
@@ -275,7 +295,7 @@ class LiberoEnv(VLAEnv):
         state = self._perturber.noisy_state(state)
         frames: dict[str, CameraFrame] = {}
         sensors: dict[str, Any] = {}
-        if self.render_cameras:
+        if self.render_cameras and rendered:
             model, data = self._env.sim.model._model, self._env.sim.data._data
             names = self._object_names()
             cats = categories(self._env.env.parsed_problem)

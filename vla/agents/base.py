@@ -15,7 +15,9 @@ Optional capabilities are declared protocols, checked with ``isinstance`` (never
 :class:`Seedable` (per-episode seeds from the evaluator), :class:`DrawsLiveMap` (a picture of the
 agent's map for videos), :class:`HasLiveMemory` (a live :class:`~spatial_memory.SpatialMemory`
 that servers and viewers may query), :class:`LabelsActions` (a teacher's action for the step, which
-a demonstration recorder stores instead of the executed one: DAgger).
+a demonstration recorder stores instead of the executed one: DAgger), :class:`ReadsFrames` (whether
+the next ``act`` reads the observation's camera frames: when no one does, an env that renders on
+demand skips them).
 """
 
 from __future__ import annotations
@@ -72,6 +74,21 @@ class HasLiveMemory(Protocol):
     the first frame). Readers in other threads must query a ``snapshot()`` of it."""
 
     def live_memory(self) -> Any: ...
+
+
+@runtime_checkable
+class ReadsFrames(Protocol):
+    """``reads_next()``: whether the next ``act`` will read the camera frames of the observation it gets
+    (asked after each ``act``, before the env steps). An agent that plays a queued chunk open loop, or
+    plans on scene truth, says no and the env may skip rendering that step
+    (:class:`envs.base.RendersOnDemand`); an agent without this capability reads every frame."""
+
+    def reads_next(self) -> bool: ...
+
+
+def reads_next_frame(agent: Any) -> bool:
+    """Whether ``agent``'s next ``act`` reads the camera frames (True unless it says otherwise)."""
+    return bool(agent.reads_next()) if isinstance(agent, ReadsFrames) else True
 
 
 class InfrastructureError(RuntimeError):

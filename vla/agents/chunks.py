@@ -42,6 +42,11 @@ class ChunkBroker:
         """Actions of the current chunk still to be played (0: the next call asks the policy)."""
         return len(self._queue)
 
+    def asks_next(self) -> bool:
+        """Whether the next call asks the policy (and so reads the observation): no action of a chunk left
+        to play, or ensembling, which asks every step."""
+        return self.ensemble > 0 or not self._queue
+
     def __call__(self, predict: Callable[[], np.ndarray]) -> np.ndarray:
         """The next action; ``predict()`` (the policy's chunk for the current observation) is called
         only when a new prediction is due."""

@@ -119,6 +119,9 @@ class OpenpiAgent:
         actions = np.asarray(out["actions"], dtype=np.float64)
         return actions.reshape(1, -1) if actions.ndim == 1 else actions
 
+    def reads_next(self) -> bool:
+        return self._chunks.asks_next()  # the observation is sent only when a new chunk is asked for
+
     def act(self, observation: Observation) -> np.ndarray:
         return self._chunks(lambda: self._predict(observation))
 

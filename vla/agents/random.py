@@ -25,6 +25,9 @@ class RandomAgent:
         # only the action bounds are read: a random agent knows what it may send, nothing else
         self._low, self._high = np.asarray(spec.action.low), np.asarray(spec.action.high)
 
+    def reads_next(self) -> bool:
+        return False  # uniform actions: the frames are never looked at
+
     def act(self, observation: Observation) -> np.ndarray:
         if self._low is None:
             raise RuntimeError(

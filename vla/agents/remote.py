@@ -102,6 +102,9 @@ class RemoteAgent:
         client = self.client
         self._reach("reset", lambda: client.reset(instruction, spec, seed=seed))
 
+    def reads_next(self) -> bool:
+        return self._chunks.asks_next()  # the observation is sent only when a new chunk is asked for
+
     def act(self, observation: Observation) -> np.ndarray:
         return self._chunks(lambda: self._predict(observation))
 

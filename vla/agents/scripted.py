@@ -33,5 +33,11 @@ class ScriptedAgent:
     def act(self, observation: Observation) -> np.ndarray:
         return self._expert.act(observation)
 
+    def reads_next(self) -> bool:
+        """Whether the expert reads the frames (an expert that plans on scene truth alone says no)."""
+        from .base import reads_next_frame
+
+        return self._expert is None or reads_next_frame(self._expert)
+
     def answer(self, question: Any) -> str:
         raise NotImplementedError("the scripted expert does not answer questions; use agent=memory or agent=random")

@@ -132,6 +132,11 @@ class VLAAgent:
     def _predict(self, observation: Observation) -> np.ndarray:
         return self.policy.infer_batch([observation.to_dict()], use_generate=self.options.decode == "generate")[0]
 
+    def reads_next(self) -> bool:
+        """The next ``act`` reads the frames when the memory fuses every one, or when it asks the policy
+        (no action of a chunk left to play, or ensembling, which asks every step)."""
+        return self.inputs is not None or self._chunks.asks_next()
+
     def act(self, observation: Observation) -> np.ndarray:
         if self.spec is None:
             raise RuntimeError("VLAAgent.act before reset(instruction, spec)")

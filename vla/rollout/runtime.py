@@ -12,6 +12,13 @@ drift, while subscribers also see the env's exact one (``episode.observation``; 
 (:func:`~vla.agents.base.is_privileged`: scripted experts) is bound to the env; every other agent never
 receives it.
 
+Frames are rendered only when read: with an env that renders on demand
+(:class:`envs.base.RendersOnDemand`: LIBERO), no subscriber and exact perception, the loop asks the agent
+after each ``act`` whether its next ``act`` reads the frames (:class:`~vla.agents.base.ReadsFrames`: a
+chunk played open loop does not, nor a scripted expert) and the env skips the camera passes of the
+steps nobody reads. Subscribers (videos, demonstrations, mid-episode questions, viewers) and perception
+profiles (one noise stream over the frames) take every frame, so their runs render as before.
+
 An env may report per-episode numbers in ``info["episode_metrics"]`` (a dict of numbers and bools,
 e.g. the house env's ``spl`` and ``reached``): the final step's values go into the episode row.
 
@@ -34,9 +41,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from envs.base import Observation, VLAEnv
+from envs.base import Observation, RendersOnDemand, VLAEnv
 
-from ..agents.base import InfrastructureError, is_privileged
+from ..agents.base import InfrastructureError, is_privileged, reads_next_frame
 
 
 @dataclass
@@ -136,8 +143,13 @@ def run_episode(
         episode.agent_observation = sensors(obs) if sensors is not None else obs
         agent.reset(env.instruction, env.env_spec)
         subs.call("on_episode_start", episode)
+        # render only what is read: no subscriber (videos, demonstrations, questions, viewers take every
+        # frame), exact perception (a profile's noise is one stream over the frames), and the agent's word
+        on_demand = isinstance(env, RendersOnDemand) and not subs.subscribers and sensors is None
         for _ in range(env.max_episode_steps):
             action = np.asarray(agent.act(episode.agent_observation))
+            if on_demand:
+                env.render_next(reads_next_frame(agent))
             obs, reward, terminated, truncated, info = env.step(action)
             episode.step += 1
             episode.observation, episode.info = obs, info

@@ -178,6 +178,9 @@ class LiberoExpert:
         if cover is not None:
             goal.skill = InsertPlace(self.view, skill.obj, skill.target, skill.relation, cover, skill.placement)
 
+    def reads_next(self) -> bool:
+        return False  # it plans on the simulator's state (self.view), never on the observation's frames
+
     def act(self, obs=None) -> np.ndarray:
         if self.view is None:
             raise RuntimeError("call reset() before act()")

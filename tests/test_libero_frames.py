@@ -1,0 +1,158 @@
+"""Rendering only what is read (``env.render_next``, envs/libero/frames.py; the loop's side in
+vla/rollout/runtime.py). On two suites, with RGB, depth and instance masks: every frame a step renders on
+demand is the frame the same step renders when every step renders (today's path), bit for bit, and the
+simulator's state is the same after every step; a step whose frames nobody reads has none. The loop
+asks for frames only when the agent will read them and nothing else (a subscriber, a perception
+profile) takes every frame."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from envs.base import Observation
+from spatial_memory.frame import CameraFrame
+from vla.rollout.runtime import Subscriber, run_episode
+
+STEPS = 24
+# which steps' frames are read: a chunk of 4 played open loop, then an irregular stretch
+READ = [t % 4 == 3 for t in range(16)] + [True, False, False, True, True, False, True, False]
+
+
+def _same_frames(a: Observation, b: Observation) -> None:
+    assert set(a.cameras) == set(b.cameras) == {"agentview", "wrist"}
+    for name, fa in a.cameras.items():
+        fb = b.cameras[name]
+        for key in ("rgb", "depth", "instance", "K", "T_world_cam"):
+            x, y = getattr(fa, key), getattr(fb, key)
+            assert x.dtype == y.dtype and np.array_equal(x, y), f"{name}.{key} differs at step {fa.step}"
+        assert fa.labels == fb.labels
+
+
+def _same_masks_as_robosuite(env) -> None:
+    seen = 0
+    for o in env._env.env._observables.values():
+        if o.name.endswith("_segmentation_instance"):
+            ours = o._sensor._wrapped  # inside the frame gate
+            a, b = ours({}), ours._original({})
+            assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), o.name
+            assert len(np.unique(a)) > 2  # objects in view, not a blank mask
+            seen += 1
+    assert seen == 2
+
+
+@pytest.mark.parametrize("suite", ["libero_object", "libero_spatial"])
+def test_frames_rendered_on_demand_are_the_frames_of_every_step(suite):
+    from envs.libero.env import LiberoEnv
+
+    cfg = {"cameras": ("agentview", "wrist"), "resolution": 48, "depth": True, "segmentation": True}
+    every, on_demand = LiberoEnv(suite, 0, **cfg), LiberoEnv(suite, 0, **cfg)
+    try:
+        a, _ = every.reset(options={"trial": 0})
+        b, _ = on_demand.reset(options={"trial": 0})
+        _same_frames(a, b)
+        actions = np.random.default_rng(0).uniform(-0.5, 0.5, (STEPS, 7))
+        for t, (action, read) in enumerate(zip(actions, READ)):
+            on_demand.render_next(read)
+            a, ra, da, ta, _ = every.step(action)
+            b, rb, db, tb, _ = on_demand.step(action)
+            sa, sb = every._env.sim.get_state().flatten(), on_demand._env.sim.get_state().flatten()
+            assert np.array_equal(sa, sb), f"the simulator's state differs after step {t}"
+            assert np.array_equal(a.state, b.state) and (ra, da, ta) == (rb, db, tb)
+            for k in a.sensors:
+                assert np.array_equal(a.sensors[k], b.sensors[k]), k
+            if read:
+                _same_frames(a, b)
+            else:
+                assert b.cameras == {}, f"step {t} was not to be rendered"
+        # the instance masks' lookup table against robosuite's own per-pixel mapping, on this state
+        _same_masks_as_robosuite(on_demand)
+        # one step only: the next step renders unless asked again
+        on_demand.render_next(False)
+        on_demand.step(actions[0])
+        assert set(on_demand.step(actions[1])[0].cameras) == {"agentview", "wrist"}
+    finally:
+        every.close()
+        on_demand.close()
+
+
+class _Env:
+    """A stand-in for an env that renders on demand: its observations have a frame only when asked."""
+
+    max_episode_steps = 8
+    instruction = "do it"
+    env_spec = None
+
+    def __init__(self) -> None:
+        self.asked: list[bool] = []
+        self._next = True
+
+    def render_next(self, wanted: bool) -> None:
+        self.asked.append(bool(wanted))
+        self._next = bool(wanted)
+
+    def _obs(self) -> Observation:
+        frame = CameraFrame(np.zeros((4, 4, 3), np.uint8), np.ones((4, 4), np.float32), np.eye(3), np.eye(4))
+        cams = {"cam": frame} if self._next else {}
+        self._next = True
+        return Observation(cameras=cams, state=np.zeros(1, np.float32), instruction=self.instruction, step=0)
+
+    def reset(self, seed=None, options=None):
+        return self._obs(), {}
+
+    def step(self, action):
+        return self._obs(), 0.0, False, False, {}
+
+
+class _Plain:
+    """An agent without the ReadsFrames capability."""
+
+    name = "plain"
+
+    def __init__(self) -> None:
+        self.seen: list[bool] = []
+
+    def reset(self, instruction: str, spec: Any) -> None:
+        pass
+
+    def act(self, observation: Observation) -> np.ndarray:
+        self.seen.append(bool(observation.cameras))
+        return np.zeros(1)
+
+    def answer(self, question: Any) -> str:
+        return ""
+
+
+class _Chunks(_Plain):
+    """Reads the frames every third step (a chunk of 3 played open loop)."""
+
+    name = "chunks"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.t = 0
+
+    def act(self, observation: Observation) -> np.ndarray:
+        self.t += 1
+        return super().act(observation)
+
+    def reads_next(self) -> bool:
+        return self.t % 3 == 0
+
+
+def test_the_loop_asks_for_the_frames_the_agent_reads_and_all_of_them_when_others_read_them():
+    env, agent = _Env(), _Chunks()
+    result = run_episode(env, agent, {"trial": 0})
+    assert result.error is None and result.steps == 8
+    assert env.asked == [False, False, True, False, False, True, False, False]
+    assert agent.seen == [True, False, False, True, False, False, True, False]
+    # a subscriber (videos, demonstrations, questions) takes every frame: nothing is skipped
+    env, agent = _Env(), _Chunks()
+    run_episode(env, agent, {"trial": 0}, subscribers=[Subscriber()])
+    assert env.asked == [] and all(agent.seen)
+    # an agent that does not say reads every frame
+    env, plain = _Env(), _Plain()
+    run_episode(env, plain, {"trial": 0})
+    assert env.asked == [True] * 8 and all(plain.seen)
