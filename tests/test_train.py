@@ -251,25 +251,21 @@ def test_fsdp_constructs_steps_and_checkpoints_on_cpu(demos, tmp_path):
     load_policy(out / "checkpoints" / "step_2")  # the gathered full state dict loads as a policy
 
 
+def _two_steps(demos: Path, out: Path, *overrides: str) -> Path:
+    """Two logged training steps on the recorded demos, no val and no checkpoints; every loss finite."""
+    _train(
+        [*overrides, f"data.paths=[{demos}]", "data.val_fraction=0", "train.steps=2", "train.batch_size=4"]
+        + ["train.log_every=1", "train.save_every=0", "train.plot=false", f"out={out}"]
+    )
+    assert len(_log(out)) == 2 and all(np.isfinite(r["loss"]) for r in _log(out))
+    return out
+
+
 def test_training_with_memory_inputs_caches_the_maps_and_exports_a_memory_policy(demos, tmp_path):
     """policy=house_memory as the docs train it (no data.memory: the memory inputs the policy implies,
     the map at the model's image size): the memory inputs are built once per episode into the cache
     (one file per recorded episode), training steps, and the export reads the memory."""
-    out = tmp_path / "mem"
-    _train(
-        [
-            "policy=house_memory",
-            f"data.paths=[{demos}]",
-            "data.val_fraction=0",
-            "train.steps=2",
-            "train.batch_size=4",
-            "train.log_every=1",
-            "train.save_every=0",
-            "train.plot=false",
-            f"out={out}",
-        ]
-    )
-    assert len(_log(out)) == 2 and all(np.isfinite(r["loss"]) for r in _log(out))
+    out = _two_steps(demos, tmp_path / "mem", "policy=house_memory")
     recorded = {p.stem for p in (demos / ".episodes").glob("*.hdf5")}
     cached = list((out / "memory_cache").glob("*.hdf5"))
     assert len(cached) == len(recorded) == 4
@@ -281,22 +277,9 @@ def test_a_policy_reading_only_the_routes_as_numbers_trains_on_its_memory_inputs
     """policy=house with the routes as its only memory input (the proprio token reading memory/routes, no
     map image, no table in words): training builds the memory inputs it implies (routes and the table)
     into the cache and steps; the export keeps them for inference."""
-    out = tmp_path / "routes"
-    _train(
-        [
-            "policy.inputs.proprio=token",
-            "policy.inputs.proprio_keys=[memory/routes]",
-            f"data.paths=[{demos}]",
-            "data.val_fraction=0",
-            "train.steps=2",
-            "train.batch_size=4",
-            "train.log_every=1",
-            "train.save_every=0",
-            "train.plot=false",
-            f"out={out}",
-        ]
+    out = _two_steps(
+        demos, tmp_path / "routes", "policy.inputs.proprio=token", "policy.inputs.proprio_keys=[memory/routes]"
     )
-    assert len(_log(out)) == 2 and all(np.isfinite(r["loss"]) for r in _log(out))
     assert len(list((out / "memory_cache").glob("*.hdf5"))) == 4
     meta = json.loads((out / "policy" / "vla_policy.json").read_text())
     assert {"routes", "objects"} <= set(meta["policy"]["memory"]["inputs"])
