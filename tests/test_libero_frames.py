@@ -1,7 +1,9 @@
 """Rendering only what is read (``env.render_next``, envs/libero/frames.py; the loop's side in
-vla/rollout/runtime.py). On two suites, with RGB, depth and instance masks: every frame a step renders on
-demand is the frame the same step renders when every step renders (today's path), bit for bit, and the
-simulator's state is the same after every step; a step whose frames nobody reads has none. The loop
+vla/rollout/runtime.py), with one render context kept across resets (envs/libero/render_context.py). On
+two suites, with RGB, depth and instance masks, over resets of three trials: every frame a step renders
+on demand is the frame the same step renders when every step renders and every reset builds a fresh
+context (today's path), bit for bit, and the simulator's state is the same after every step; a step
+whose frames nobody reads has none. The loop
 asks for frames only when the agent will read them and nothing else (a subscriber, a perception
 profile) takes every frame."""
 
@@ -21,13 +23,13 @@ STEPS = 24
 READ = [t % 4 == 3 for t in range(16)] + [True, False, False, True, True, False, True, False]
 
 
-def _same_frames(a: Observation, b: Observation) -> None:
+def _same_frames(a: Observation, b: Observation, where: str = "") -> None:
     assert set(a.cameras) == set(b.cameras) == {"agentview", "wrist"}
     for name, fa in a.cameras.items():
         fb = b.cameras[name]
         for key in ("rgb", "depth", "instance", "K", "T_world_cam"):
             x, y = getattr(fa, key), getattr(fb, key)
-            assert x.dtype == y.dtype and np.array_equal(x, y), f"{name}.{key} differs at step {fa.step}"
+            assert x.dtype == y.dtype and np.array_equal(x, y), f"{name}.{key} differs at step {fa.step} {where}"
         assert fa.labels == fb.labels
 
 
@@ -45,37 +47,48 @@ def _same_masks_as_robosuite(env) -> None:
 
 @pytest.mark.parametrize("suite", ["libero_object", "libero_spatial"])
 def test_frames_rendered_on_demand_are_the_frames_of_every_step(suite):
+    """``every`` is today's path (every step rendered, a new render context at every reset);
+    ``on_demand`` renders the steps READ says and keeps its first render context across resets."""
     from envs.libero.env import LiberoEnv
 
     cfg = {"cameras": ("agentview", "wrist"), "resolution": 48, "depth": True, "segmentation": True}
     every, on_demand = LiberoEnv(suite, 0, **cfg), LiberoEnv(suite, 0, **cfg)
     try:
-        a, _ = every.reset(options={"trial": 0})
-        b, _ = on_demand.reset(options={"trial": 0})
-        _same_frames(a, b)
-        actions = np.random.default_rng(0).uniform(-0.5, 0.5, (STEPS, 7))
-        for t, (action, read) in enumerate(zip(actions, READ)):
-            on_demand.render_next(read)
-            a, ra, da, ta, _ = every.step(action)
-            b, rb, db, tb, _ = on_demand.step(action)
-            sa, sb = every._env.sim.get_state().flatten(), on_demand._env.sim.get_state().flatten()
-            assert np.array_equal(sa, sb), f"the simulator's state differs after step {t}"
-            assert np.array_equal(a.state, b.state) and (ra, da, ta) == (rb, db, tb)
-            for k in a.sensors:
-                assert np.array_equal(a.sensors[k], b.sensors[k]), k
-            if read:
-                _same_frames(a, b)
-            else:
-                assert b.cameras == {}, f"step {t} was not to be rendered"
+        every._ensure_sim()  # every reset of `every` builds a fresh context, as before
+        every._keep_context.context = None
+        every._keep_context._attach = every._keep_context.after_reset = lambda sim: None
+        for trial, steps in ((0, STEPS), (1, 6), (2, 6)):
+            a, _ = every.reset(options={"trial": trial})
+            b, _ = on_demand.reset(options={"trial": trial})
+            _same_frames(a, b, f"(the reset of trial {trial})")
+            _steps(every, on_demand, steps)
+        assert every._keep_context.reused == 0 and on_demand._keep_context.reused == 3
         # the instance masks' lookup table against robosuite's own per-pixel mapping, on this state
         _same_masks_as_robosuite(on_demand)
         # one step only: the next step renders unless asked again
         on_demand.render_next(False)
-        on_demand.step(actions[0])
-        assert set(on_demand.step(actions[1])[0].cameras) == {"agentview", "wrist"}
+        on_demand.step(np.zeros(7))
+        assert set(on_demand.step(np.zeros(7))[0].cameras) == {"agentview", "wrist"}
     finally:
         every.close()
         on_demand.close()
+
+
+def _steps(every, on_demand, n: int) -> None:
+    actions = np.random.default_rng(n).uniform(-0.5, 0.5, (n, 7))
+    for t, (action, read) in enumerate(zip(actions, READ)):
+        on_demand.render_next(read)
+        a, ra, da, ta, _ = every.step(action)
+        b, rb, db, tb, _ = on_demand.step(action)
+        sa, sb = every._env.sim.get_state().flatten(), on_demand._env.sim.get_state().flatten()
+        assert np.array_equal(sa, sb), f"the simulator's state differs after step {t}"
+        assert np.array_equal(a.state, b.state) and (ra, da, ta) == (rb, db, tb)
+        for k in a.sensors:
+            assert np.array_equal(a.sensors[k], b.sensors[k]), k
+        if read:
+            _same_frames(a, b)
+        else:
+            assert b.cameras == {}, f"step {t} was not to be rendered"
 
 
 class _Env:

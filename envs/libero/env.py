@@ -28,6 +28,7 @@ from . import camera, dataset_format, segmentation, suites
 from . import perturb as perturbations
 from .config import SAMPLED_SEED, SAMPLED_TRIALS, SETTLE_STEPS, check_arm_init_noise
 from .frames import FrameGate
+from .render_context import KeepRenderContext
 from .truth import categories, scene_truth
 
 CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
@@ -146,6 +147,9 @@ class LiberoEnv(VLAEnv):
         else:
             kwargs.update(has_offscreen_renderer=False, use_camera_obs=False)
         self._env = ControlEnv(**kwargs)
+        if self.render_cameras:  # one GL context and upload of the scene for the env's life
+            self._keep_context = KeepRenderContext()
+            self._keep_context.install(self._env.env)
         self._env.seed(self.env_seed)  # once per task env, as OpenVLA's get_libero_env
         self._stream = 0
         self._rng = np.random.get_state()
@@ -162,6 +166,8 @@ class LiberoEnv(VLAEnv):
                 self._env.close()
             finally:
                 self._env = None
+                if getattr(self, "_keep_context", None) is not None:
+                    self._keep_context.context = None  # the GL context goes with the simulator
 
     def __del__(self):  # pragma: no cover - best effort; close() is the contract
         try:
@@ -196,6 +202,7 @@ class LiberoEnv(VLAEnv):
             self._rng = np.random.get_state()
             self._raw = env.set_init_state(self._init_states[trial])
         if self.render_cameras:  # after the reset: a hard reset builds new observables
+            self._keep_context.after_reset(env.env.sim)
             if self.segmentation:
                 segmentation.install(env.env, self.resolution, self.resolution)
             self._gate.install(env.env)

@@ -34,15 +34,24 @@ class FrameGate:
 
     def install(self, robosuite_env: Any) -> None:
         """Wraps every image observable's sensor once (idempotent)."""
+        self._env = robosuite_env
         for observable in robosuite_env._observables.values():
             sensor = observable._sensor
             if observable.modality != "image" or getattr(sensor, "_frame_gate", None) is self:
                 continue
             observable._sensor = self._gated(sensor)
 
+    def _activate(self) -> None:
+        """Makes this env's GL context current: robosuite renders into whichever is, and another env of the
+        process (its reset frees a context, which leaves none current) may have changed it."""
+        self._env.sim._render_context_offscreen.gl_ctx.make_current()
+
     def _gated(self, sensor: Any) -> Any:
         def gated(obs_cache: dict) -> Any:
-            return sensor(obs_cache) if self.open else _SKIPPED
+            if not self.open:
+                return _SKIPPED
+            self._activate()
+            return sensor(obs_cache)
 
         gated.__modality__ = sensor.__modality__  # robosuite reads the modality off the sensor
         gated._frame_gate, gated._wrapped = self, sensor
