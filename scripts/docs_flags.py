@@ -5,7 +5,7 @@
 
 * ``vla-rollout`` / ``vla-gst`` / ``vla-train`` / ``vla-serve`` / ``vla-data spatial|libero`` /
   ``vla-merge``: the config composed with the project's own compose (an unknown key or group option,
-  a bad override); ``vla-rollout`` and ``vla-gst`` also :func:`vla.cli.rollout.check_config` (the
+  a bad override); ``vla-rollout`` and ``vla-gst`` also :func:`vla.config.check_config` (the
   env's options such as ``env.perturb``, the perception profile); ``vla-data`` all through
   :func:`vla.data.cli.options` (its ``key=value`` commands' keys and choices too), ``vla-merge``
   through :func:`vla.cli.merge.options`; a ``--flag`` a CLI does not take is refused;
@@ -120,7 +120,7 @@ def _composed(program: str, argv: list[str]) -> str | None:
     def composed() -> None:
         cfg = compose(COMPOSED[program], [w for w in argv if w not in flags])
         if program in ("vla-rollout", "vla-gst"):
-            from vla.cli.rollout import check_config
+            from vla.config import check_config
 
             check_config(cfg)
 

@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
         ap.error(f"--levels must be in 1-{MAX_LEVEL}, got {a.levels!r}")
     if not any(x.startswith("agent=") for x in extra):
         ap.error("name the agent, e.g. agent=scripted")
-    from vla.cli.rollout import check_config
+    from vla.config import check_config
     from vla.config import compose
 
     try:  # the overrides every vla-rollout of the sweep gets (a bad one would fail the first)

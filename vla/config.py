@@ -153,5 +153,27 @@ def _explain(exc: Exception, config_name: str, overrides: list[str]) -> str:
     return " ".join(lines) or type(exc).__name__
 
 
+def check_config(cfg: dict) -> None:
+    """The choice-like options of a composed config, checked now (``--cfg`` included) with errors that name
+    what is allowed, not later in a worker: the env's options as its family validates them (LIBERO's
+    ``env.perturb``: the factors and levels 0-3), the perception profile (``perception=`` /
+    ``perception.name=``; a learned detector's checkpoint is given, not yet read) and a profile named in
+    the agent's options (``agent.perception=``: the memory agent's, the VLA agent's), then the agent's
+    options as its own options dataclass checks them (:data:`SCHEMAS`: ``agent.answer_from``, ...)."""
+    from envs.registry import resolved_config
+    from spatial_memory.profiles import PROFILES, profile
+    from spatial_memory.strict import from_dict
+
+    resolved_config(cfg["env"])
+    profile(cfg.get("perception"))
+    agent = cfg.get("agent") or {}
+    name = agent.get("perception")
+    if name is not None and name not in PROFILES:
+        raise ValueError(f"agent.perception: unknown perception profile {name!r}; choose from {sorted(PROFILES)}")
+    if ("agent", agent.get("name")) in SCHEMAS:
+        module, attr = SCHEMAS[("agent", agent["name"])][0].split(":")
+        from_dict(getattr(importlib.import_module(module), attr), agent, f"{agent['name']} agent", ignore=("name",))
+
+
 def groups(group: str) -> list[str]:
     return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))

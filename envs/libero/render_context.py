@@ -5,35 +5,48 @@ new offscreen render context -- a GL context and every mesh and texture uploaded
 2.0 s reset here (docs/BENCHMARKS.md, "What a LIBERO step costs"). The scene's assets do not change
 between resets (only where things are), so :class:`KeepRenderContext` hands the first context to each
 new simulator instead, as long as what the context holds -- the meshes, textures, height fields and
-skins, and the visual settings it was made with -- is the same, byte for byte (:func:`assets_key`); when
-it is not, robosuite builds a new one as before. The frames are those of a fresh context, bit for bit
-(``tests/test_libero_frames.py`` compares two envs over resets of several trials).
+skins, and the visual settings it was made with -- is compiled from the same parts of the MJCF
+(:func:`assets_key`); when it is not, robosuite builds a new one as before. The frames are those of
+a fresh context, bit for bit (``tests/test_libero_frames.py`` compares two envs over resets of
+several trials).
 """
 
 from __future__ import annotations
 
 import hashlib
+import xml.etree.ElementTree as ET
 from typing import Any
 
 import numpy as np
 
 # the model's arrays a render context uploads (mjr_makeContext): meshes, textures, height fields, skins
 _PREFIXES = ("mesh_", "tex_", "hfield_", "skin_", "flex_")
+# the parts of the scene's MJCF those arrays are compiled from (the rest says where things are)
+_ASSET_TAGS = ("compiler", "size", "visual", "statistic", "default", "asset")
 
 
-def assets_key(model: Any) -> str:
-    """A digest of everything of an ``MjModel`` that a render context is built from."""
+def assets_key(model: Any, xml: str) -> str:
+    """A digest of what a render context is built from: the MJCF's asset, default, compiler and visual
+    parts (the assets' files and parameters; the compiler is deterministic) and the compiled asset
+    arrays' shapes. Cheap (~10 ms): the arrays themselves hold ~160 MB of textures here."""
     h = hashlib.sha256()
+    root = ET.fromstring(xml)
+    for tag in _ASSET_TAGS:
+        for element in root.findall(tag):
+            h.update(ET.tostring(element))
     for name in sorted(n for n in dir(model) if n.startswith(_PREFIXES)):
         value = getattr(model, name)
         if isinstance(value, np.ndarray):
-            h.update(name.encode())
-            h.update(str(value.shape).encode())
-            h.update(np.ascontiguousarray(value).tobytes())
-    for struct in ("global_", "quality", "map", "scale", "rgba", "headlight"):
-        h.update(repr(getattr(model.vis, struct)).encode())
-    h.update(repr(model.stat).encode())
+            h.update(f"{name}{value.shape}{value.dtype}".encode())
     return h.hexdigest()
+
+
+def _compiled_xml(robosuite_env: Any, args: tuple, kwargs: dict) -> str:
+    """The MJCF robosuite's ``_initialize_sim`` compiled (its own rule: the argument, or the model's XML,
+    through the env's XML processor)."""
+    xml = kwargs.get("xml_string", args[0] if args else None) or robosuite_env.model.get_xml()
+    processor = getattr(robosuite_env, "_xml_processor", None)
+    return processor(xml) if processor is not None else xml
 
 
 class KeepRenderContext:
@@ -49,18 +62,20 @@ class KeepRenderContext:
         if getattr(robosuite_env, "_keep_render_context", None) is self:
             return
         sim = robosuite_env.sim
-        self.context, self.key = sim._render_context_offscreen, assets_key(sim.model._model)
+        self.context = sim._render_context_offscreen
+        self.key = self._built = assets_key(sim.model._model, _compiled_xml(robosuite_env, (), {}))
         build = robosuite_env._initialize_sim
 
         def initialize_sim(*args: Any, **kwargs: Any) -> None:
             build(*args, **kwargs)
+            self._built = assets_key(robosuite_env.sim.model._model, _compiled_xml(robosuite_env, args, kwargs))
             self._attach(robosuite_env.sim)
 
         robosuite_env._initialize_sim = initialize_sim
         robosuite_env._keep_render_context = self
 
     def _attach(self, sim: Any) -> None:
-        if self.context is None or assets_key(sim.model._model) != self.key:
+        if self.context is None or self._built != self.key:
             self.context = None  # robosuite builds a new one in _reset_internal; kept from the next reset on
             return
         ctx = self.context
@@ -72,4 +87,4 @@ class KeepRenderContext:
     def after_reset(self, sim: Any) -> None:
         """Keeps the context the reset ended with (a new one when the assets changed)."""
         if self.context is None and sim._render_context_offscreen is not None:
-            self.context, self.key = sim._render_context_offscreen, assets_key(sim.model._model)
+            self.context, self.key = sim._render_context_offscreen, self._built

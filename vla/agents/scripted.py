@@ -9,6 +9,8 @@ import numpy as np
 from envs.observation import Observation
 from envs.spec import EnvSpec
 
+from .base import reads_next_frame
+
 
 class ScriptedAgent:
     name = "scripted"
@@ -35,8 +37,6 @@ class ScriptedAgent:
 
     def reads_next(self) -> bool:
         """Whether the expert reads the frames (an expert that plans on scene truth alone says no)."""
-        from .base import reads_next_frame
-
         return self._expert is None or reads_next_frame(self._expert)
 
     def answer(self, question: Any) -> str:

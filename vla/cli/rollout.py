@@ -28,34 +28,9 @@ Show the composed config without running: vla-rollout --cfg [overrides...]
 )
 
 
-def check_config(cfg: dict) -> None:
-    """The choice-like options of a composed config, checked now (``--cfg`` included) with errors that name
-    what is allowed, not later in a worker: the env's options as its family validates them (LIBERO's
-    ``env.perturb``: the factors and levels 0-3), the perception profile (``perception=`` /
-    ``perception.name=``; a learned detector's checkpoint is given, not yet read) and a profile named in
-    the agent's options (``agent.perception=``: the memory agent's, the VLA agent's), then the agent's
-    options as its own options dataclass checks them (:data:`vla.config.SCHEMAS`: ``agent.answer_from``, ...)."""
-    import importlib
-
-    from envs.registry import resolved_config
-    from spatial_memory.profiles import PROFILES, profile
-    from spatial_memory.strict import from_dict
-    from vla.config import SCHEMAS
-
-    resolved_config(cfg["env"])
-    profile(cfg.get("perception"))
-    agent = cfg.get("agent") or {}
-    name = agent.get("perception")
-    if name is not None and name not in PROFILES:
-        raise ValueError(f"agent.perception: unknown perception profile {name!r}; choose from {sorted(PROFILES)}")
-    if ("agent", agent.get("name")) in SCHEMAS:
-        module, attr = SCHEMAS[("agent", agent["name"])][0].split(":")
-        from_dict(getattr(importlib.import_module(module), attr), agent, f"{agent['name']} agent", ignore=("name",))
-
-
 def spec_from_config(cfg: dict):
     from spatial_memory.strict import check_keys, field_names
-    from vla.config import SCHEMAS
+    from vla.config import SCHEMAS, check_config
     from vla.eval.evaluate import EvalSpec
 
     check_config(cfg)
@@ -97,7 +72,7 @@ def spec_from_config(cfg: dict):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from vla.config import compose, groups
+    from vla.config import check_config, compose, groups
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):

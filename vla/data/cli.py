@@ -37,8 +37,11 @@ KEYS = {
     "spatial-eval": (("checkpoint", "data", "out"), ("limit", "max_new_tokens", "progress")),
     "spatial-score": (("data",), ("predictions", "baseline", "blind", "out")),
 }
-CHOICES = {("convert", "to"): ("no_noops", "lerobot"), ("spatial-eval", "progress"): ("true", "false")}
-CHOICES[("spatial-score", "blind")] = ("true", "false")
+CHOICES = {
+    ("convert", "to"): ("no_noops", "lerobot"),
+    ("spatial-eval", "progress"): ("true", "false"),
+    ("spatial-score", "blind"): ("true", "false"),
+}
 INTS = {("convert", "fps"), ("spatial-eval", "limit"), ("spatial-eval", "max_new_tokens")}
 
 

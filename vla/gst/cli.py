@@ -361,7 +361,7 @@ def _print_scores(scores: dict[str, Any], out: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from vla.config import compose
+    from vla.config import check_config, compose
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in ("generate", "eval", "score", "export"):
@@ -370,8 +370,6 @@ def main(argv: list[str] | None = None) -> int:
     command, overrides = argv[0], argv[1:]
     try:
         cfg = compose("gst", overrides)
-        from vla.cli.rollout import check_config
-
         check_config(cfg)  # the env's, perception's and agent's choices, before any scene or agent is built
         if command == "generate":
             m = generate(cfg)
