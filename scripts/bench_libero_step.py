@@ -14,8 +14,9 @@ observables off: the controller's substeps and the other observables); each came
 through robosuite (RGB or RGB + depth, then the separate segmentation pass) split into MuJoCo's scene
 update, the rasterisation and the buffer read; robosuite's Python mapping of segment ids to instances;
 our wrapper's own work (orientation, depth to metres, ``CameraFrame``); shadows on and off; and the
-faces llvmpipe transforms per render. The rasterisation is timed with the buffer read that waits for
-it (llvmpipe returns from the draw call before it has finished). ``--lp-threads 1,2`` repeats the
+faces llvmpipe transforms per render; a reset; and (``memory``) what bounds a render (:func:`probes`).
+The rasterisation is timed with the buffer read that waits for it (llvmpipe returns from the draw
+call before it has finished). ``--lp-threads 1,2`` repeats the
 render timing in a fresh process per value of ``LP_NUM_THREADS`` (llvmpipe reads it when the GL context
 is created). Minimum and median over ``--steps`` steps; compare ratios within one run (the machines
 here are shared).
@@ -184,6 +185,68 @@ def renders(env, a, workload: str) -> dict:
     return out
 
 
+def probes(env, a) -> dict:
+    """What bounds a render (each camera, RGB + depth): the same render at 64 px; with the mesh
+    geoms hidden; with every geom hidden; with every material's reflectance 0; with only the geoms whose
+    bounding spheres meet the camera's frustum widened by 10 % (and whether that image is identical);
+    and the scene's meshes (faces, and how many lie on meshes with texture coordinates)."""
+    import mujoco
+
+    from envs.libero.env import CAMERAS
+
+    sim = env._env.sim
+    ctx, m, d = sim._render_context_offscreen, sim.model._model, sim.data._data
+
+    def render(res: int, hide=None) -> tuple[np.ndarray, float]:
+        mujoco.mjv_updateScene(m, d, ctx.vopt, ctx.pert, ctx.cam, mujoco.mjtCatBit.mjCAT_ALL, ctx.scn)
+        if hide is not None:
+            for i in range(ctx.scn.ngeom):
+                if hide(ctx.scn.geoms[i]):
+                    ctx.scn.geoms[i].type = mujoco.mjtGeom.mjGEOM_NONE
+        vp, rgb = mujoco.MjrRect(0, 0, res, res), np.empty((res, res, 3), np.uint8)
+        t = time.perf_counter()
+        mujoco.mjr_render(vp, ctx.scn, ctx.con)
+        mujoco.mjr_readPixels(rgb, np.empty((res, res), np.float32), vp, ctx.con)
+        return rgb, time.perf_counter() - t
+
+    def timed(res: int, hide=None) -> dict[str, float]:
+        return _stats([render(res, hide)[1] for _ in range(a.steps)])
+
+    def off_frustum(g) -> bool:  # the sphere lies wholly outside one side of the widened pyramid
+        cam = ctx.scn.camera[0]
+        pos, fwd, up = np.array(cam.pos), np.array(cam.forward), np.array(cam.up)
+        right = np.cross(fwd, up)
+        half = 1.1 * max(abs(cam.frustum_top), abs(cam.frustum_bottom)) / cam.frustum_near
+        r = m.geom_rbound[g.objid] if g.objtype == mujoco.mjtObj.mjOBJ_GEOM else np.inf
+        c = np.array(g.pos) - pos
+        z = c @ fwd
+        return any(c @ ax - half * z > r * np.hypot(1, half) for ax in (up, -up, right, -right))
+
+    res, out = a.resolution, {}
+    for name in ("agentview", "wrist"):
+        ctx.cam.type, ctx.cam.fixedcamid = mujoco.mjtCamera.mjCAMERA_FIXED, m.camera(CAMERAS[name]).id
+        o = out[name] = {"render_ms": timed(res), "render_64px_ms": timed(64)}
+        o["meshes_hidden_ms"] = timed(res, lambda g: g.type == mujoco.mjtGeom.mjGEOM_MESH)
+        o["all_hidden_ms"] = timed(res, lambda g: True)
+        kept = m.mat_reflectance.copy()
+        m.mat_reflectance[:] = 0
+        o["no_reflectance_ms"] = timed(res)
+        m.mat_reflectance[:] = kept
+        full, culled = render(res)[0], render(res, off_frustum)[0]
+        o["frustum_culled_ms"] = timed(res, off_frustum)
+        o["frustum_culled_identical"] = bool(np.array_equal(full, culled))
+        mujoco.mjv_updateScene(m, d, ctx.vopt, ctx.pert, ctx.cam, mujoco.mjtCatBit.mjCAT_ALL, ctx.scn)
+        inside = sum(not off_frustum(ctx.scn.geoms[i]) for i in range(ctx.scn.ngeom))
+        o["geoms_in_frustum"] = [int(inside), int(ctx.scn.ngeom)]
+    faces = m.mesh_facenum.astype(int)
+    out["meshes"] = {
+        "n": int(m.nmesh),
+        "faces": int(faces.sum()),
+        "faces_textured": int(faces[m.mesh_texcoordnum > 0].sum()),
+    }
+    return out
+
+
 def workload_step(a, workload: str) -> dict:
     env = _env(a, workload)
     try:
@@ -215,6 +278,16 @@ def workload_step(a, workload: str) -> dict:
         env._raw = rob._get_observations(force_update=True)
         res["our_wrapper"] = _timed(env._observation, a.steps)
         res["renders"] = renders(env, a, workload)
+        # a new episode's reset (after the first: the env is built by then), and the render contexts it built
+        kept = getattr(env, "_keep_context", None)
+        t = []
+        for k in range(1, 4):
+            t0 = time.perf_counter()
+            env.reset(options={"trial": k})
+            t.append(time.perf_counter() - t0)
+        res["reset"] = {**_stats(t), "render_contexts_kept": None if kept is None else kept.reused}
+        if workload == "memory":
+            res["probes"] = probes(env, a)
         med = res["env_step"]["median_ms"]
         phys = res["physics_and_proprio"]["median_ms"]
         res["render_share_of_step"] = round(1.0 - phys / med, 3) if med else None
