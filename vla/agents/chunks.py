@@ -44,8 +44,8 @@ class ChunkBroker:
 
     def asks_next(self) -> bool:
         """Whether the next call asks the policy (and so reads the observation): no action of a chunk left
-        to play, or ensembling, which asks every step."""
-        return self.ensemble > 0 or not self._queue
+        to play (ensembling queues none: it asks every step)."""
+        return self.pending == 0
 
     def __call__(self, predict: Callable[[], np.ndarray]) -> np.ndarray:
         """The next action; ``predict()`` (the policy's chunk for the current observation) is called
