@@ -14,6 +14,7 @@ from spatial_memory.strict import from_dict
 ENV_SEED = 0  # LIBERO's env.seed(), once per task env, as OpenVLA's get_libero_env
 SETTLE_STEPS = 10  # the protocol's no-op steps after reset (docs/LIBERO.md)
 INIT_STATES = ("official", "sampled")
+RENDER_QUALITIES = ("default", "fast")  # env.render_quality (envs/libero/render_quality.py)
 SAMPLED_SEED = 100_000  # sampled init state of trial k: the placement sampler seeded with SAMPLED_SEED + k
 SAMPLED_TRIALS = 10_000  # trials a task offers with sampled init states
 
@@ -47,6 +48,9 @@ class LiberoConfig:
     arm_init_noise: float = 0.0  # sampled states only: robosuite's Gaussian noise (rad, per joint) on the
     #                              arm's start; the official states were recorded with robosuite's default
     #                              0.02 (their hand starts spread ~5-7 mm), LIBERO's env sets none
+    render_quality: str = "default"  # fast: the cameras draw a copy of the scene with decimated meshes (~2.5x
+    #                                  cheaper frames, other images; physics untouched); opt-in, never for a
+    #                                  headline number (envs/libero/render_quality.py, docs/LIBERO.md)
     perturb: str = ""  # robustness factors, e.g. camera:2 or camera:2+light:1 (envs/libero/perturb.py;
     #                    docs/LIBERO.md); "" = the nominal scene of the protocol
 
@@ -55,6 +59,8 @@ class LiberoConfig:
         if self.init_states not in INIT_STATES:
             raise ValueError(f"env.init_states must be one of {INIT_STATES}, got {self.init_states!r}")
         check_arm_init_noise(self.arm_init_noise, self.init_states)
+        if self.render_quality not in RENDER_QUALITIES:
+            raise ValueError(f"env.render_quality must be one of {RENDER_QUALITIES}, got {self.render_quality!r}")
         from .mem import check_init_states
 
         check_init_states(self.suite, self.init_states)

@@ -26,9 +26,10 @@ from ..base import ActionSpec, ArraySpec, CameraSpec, EnvSpec, Observation, Scen
 from ..orientation import ORIENTATIONS, orient
 from . import camera, dataset_format, segmentation, suites
 from . import perturb as perturbations
-from .config import SAMPLED_SEED, SAMPLED_TRIALS, SETTLE_STEPS, check_arm_init_noise
+from .config import RENDER_QUALITIES, SAMPLED_SEED, SAMPLED_TRIALS, SETTLE_STEPS, check_arm_init_noise
 from .frames import FrameGate
-from .render_context import KeepRenderContext
+from .render_context import KeepRenderContext, dispose
+from .render_quality import FastScene
 from .truth import categories, scene_truth
 
 CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
@@ -70,6 +71,7 @@ class LiberoEnv(VLAEnv):
         init_states: str = "official",
         arm_init_noise: float = 0.0,
         perturb: str = "",
+        render_quality: str = "default",
     ) -> None:
         suites.check_suite(suite)
         suites.check_task(suite, task_id)
@@ -84,6 +86,9 @@ class LiberoEnv(VLAEnv):
         self.resolution, self.cameras = int(resolution), tuple(cameras)
         self.render_cameras = bool(render) and bool(self.cameras)
         self.depth, self.segmentation, self.orientation = depth, segmentation, orientation
+        if render_quality not in RENDER_QUALITIES:
+            raise ValueError(f"render_quality must be one of {RENDER_QUALITIES}, got {render_quality!r}")
+        self.render_quality = render_quality
         self.settle_steps, self.controller, self.hard_reset = int(settle_steps), controller, bool(hard_reset)
         self.env_seed = int(env_seed)
         self._stream = 0  # resets drawn from LIBERO's random stream since env.seed(env_seed)
@@ -148,7 +153,8 @@ class LiberoEnv(VLAEnv):
             kwargs.update(has_offscreen_renderer=False, use_camera_obs=False)
         self._env = ControlEnv(**kwargs)
         if self.render_cameras:  # one GL context and upload of the scene for the env's life
-            self._keep_context = KeepRenderContext()
+            fast = FastScene() if self.render_quality == "fast" else None
+            self._keep_context = KeepRenderContext(fast)
             self._keep_context.install(self._env.env)
         self._env.seed(self.env_seed)  # once per task env, as OpenVLA's get_libero_env
         self._stream = 0
@@ -166,8 +172,11 @@ class LiberoEnv(VLAEnv):
                 self._env.close()
             finally:
                 self._env = None
-                if getattr(self, "_keep_context", None) is not None:
-                    self._keep_context.context = None  # the GL context goes with the simulator
+                if getattr(self, "_keep_context", None) is not None:  # the GL context goes with the simulator
+                    dispose(self._keep_context.context)
+                    self._keep_context.context = None
+                    if self._keep_context.fast is not None:
+                        self._keep_context.fast.close()
 
     def __del__(self):  # pragma: no cover - best effort; close() is the contract
         try:
@@ -362,6 +371,8 @@ class LiberoEnv(VLAEnv):
                 "settle_steps": self.settle_steps,
                 "env_seed": self.env_seed,
                 **({"perturb": self.perturb} if self.perturb else {}),  # absent for the nominal scene
+                # absent for the default: the images of a recording or a run made with the decimated copy say so
+                **({"render_quality": self.render_quality} if self.render_quality != "default" else {}),
                 "gripper": "-1 open, +1 close",
             },
         )

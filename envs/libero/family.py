@@ -23,12 +23,14 @@ class LiberoFamily:
     name = "libero"
 
     def resolve(self, cfg: dict[str, Any]) -> dict[str, Any]:
-        """The options a run's identity holds; ``perturb`` only when set, so that runs recorded before
-        the option existed (the nominal scene) still resume."""
+        """The options a run's identity holds; ``perturb`` and ``render_quality`` only when not their
+        default, so that runs recorded before the options existed still resume."""
         opts = _options(cfg)
         opts["cameras"] = list(opts["cameras"])
         if not opts["perturb"]:
             del opts["perturb"]
+        if opts["render_quality"] == "default":
+            del opts["render_quality"]
         return opts
 
     def tasks(self, cfg: dict[str, Any]) -> list[TaskInfo]:

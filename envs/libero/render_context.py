@@ -9,6 +9,9 @@ skins, and the visual settings it was made with -- is compiled from the same par
 (:func:`assets_key`); when it is not, robosuite builds a new one as before. The frames are those of
 a fresh context, bit for bit (``tests/test_libero_frames.py`` compares two envs over resets of
 several trials).
+
+With ``env.render_quality=fast`` the context is instead the decimated copy's
+(:class:`envs.libero.render_quality.FastScene`), attached to every simulator the env builds.
 """
 
 from __future__ import annotations
@@ -41,6 +44,24 @@ def assets_key(model: Any, xml: str) -> str:
     return h.hexdigest()
 
 
+class _Freed:
+    def free(self) -> None:
+        pass
+
+
+def dispose(context: Any) -> None:
+    """Frees a robosuite render context now, inside its own GL context. Left to the garbage collector
+    (a context and its simulator refer to each other), its ``mjr_freeContext`` would run in whichever
+    GL context is current then -- another env's, or the decimated copy's -- and delete that context's
+    meshes and textures, which have the same GL names."""
+    if context is None or isinstance(context.con, _Freed):
+        return
+    context.gl_ctx.make_current()
+    context.con.free()
+    context.gl_ctx.free()  # leaves no context current; renders make theirs current first
+    context.con = _Freed()  # its __del__ frees nothing twice
+
+
 def _compiled_xml(robosuite_env: Any, args: tuple, kwargs: dict) -> str:
     """The MJCF robosuite's ``_initialize_sim`` compiled (its own rule: the argument, or the model's XML,
     through the env's XML processor)."""
@@ -53,7 +74,8 @@ class KeepRenderContext:
     """Installed once per robosuite env (:meth:`install`); every simulator the env builds afterwards is
     given the kept context when its assets match."""
 
-    def __init__(self) -> None:
+    def __init__(self, fast: Any = None) -> None:
+        self.fast = fast  # a FastScene: every simulator renders through it instead
         self.context: Any = None
         self.key: str | None = None
         self.reused = 0  # simulators that got the kept context (for tests and benchmarks)
@@ -62,9 +84,19 @@ class KeepRenderContext:
         if getattr(robosuite_env, "_keep_render_context", None) is self:
             return
         sim = robosuite_env.sim
+        build = robosuite_env._initialize_sim
+        if self.fast is not None:
+            self.fast.attach(sim, _compiled_xml(robosuite_env, (), {}))
+
+            def initialize_fast(*args: Any, **kwargs: Any) -> None:
+                build(*args, **kwargs)
+                self.fast.attach(robosuite_env.sim, _compiled_xml(robosuite_env, args, kwargs))
+
+            robosuite_env._initialize_sim = initialize_fast
+            robosuite_env._keep_render_context = self
+            return
         self.context = sim._render_context_offscreen
         self.key = self._built = assets_key(sim.model._model, _compiled_xml(robosuite_env, (), {}))
-        build = robosuite_env._initialize_sim
 
         def initialize_sim(*args: Any, **kwargs: Any) -> None:
             build(*args, **kwargs)
@@ -86,5 +118,7 @@ class KeepRenderContext:
 
     def after_reset(self, sim: Any) -> None:
         """Keeps the context the reset ended with (a new one when the assets changed)."""
+        if self.fast is not None:
+            return
         if self.context is None and sim._render_context_offscreen is not None:
             self.context, self.key = sim._render_context_offscreen, self._built
