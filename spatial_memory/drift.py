@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit
 
 from .geometry import make_T, rot_z
-from .strict import from_dict
+from vla_common.strict import from_dict
 
 _STATS = 7  # per cell: weight, sum x, sum y, sum xx, sum xy, sum yy (relative to the cell's corner), points
 

@@ -9,7 +9,7 @@ import numpy as np
 from .drift import DriftConfig
 from .maps import MapConfig
 from .objects import ASSOCIATIONS
-from .strict import from_dict
+from vla_common.strict import from_dict
 
 
 @dataclass(frozen=True)

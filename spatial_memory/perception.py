@@ -46,7 +46,7 @@ from scipy import ndimage
 
 from .frame import CameraFrame
 from .geometry import camera_yaw, make_T, rot_z, wrap_angle
-from .strict import check_keys, field_names, from_dict
+from vla_common.strict import check_keys, field_names, from_dict
 
 MAX_LOCAL_ID = 32000  # frame-local ids are drawn from [1, MAX_LOCAL_ID) (stored as int16)
 

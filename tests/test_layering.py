@@ -1,6 +1,6 @@
 """The layering rule (docs/ARCHITECTURE.md §2), read from the source with ``ast`` (nothing is imported).
 
-* The top-level packages import one way: ``vla -> envs -> spatial_memory``.
+* The top-level packages import one way: ``vla -> envs -> spatial_memory -> vla_common``.
 * No import circles between modules.
 * Inside ``vla``, the parts everything else builds on stay below it: the action tokens, GST's questions,
   the memory transform, the policy, the wire format and client, openpi's key maps and the agents import
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("spatial_memory", "envs", "vla")  # lowest first: a package imports only those before it
+PACKAGES = ("vla_common", "spatial_memory", "envs", "vla")  # lowest first: a package imports only those before it
 
 # vla's lower parts: what each may import of vla, besides itself (anything of envs and spatial_memory)
 VLA_BELOW = {

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-from spatial_memory.strict import check_keys, from_dict
+from vla_common.strict import check_keys, from_dict
 
 # every config built from plain data (YAML, the command line, checkpoints, saved memories)
 CONFIGS = [

@@ -53,7 +53,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from spatial_memory.atomic import write_json_atomic
+from vla_common.atomic import write_json_atomic
 
 STAT_FIELDS = ("mean", "std", "max", "min", "q01", "q99")  # OpenVLA's order in dataset_statistics.json
 NORMALIZATIONS = ("bounds_q99", "bounds")  # OpenVLA's NormalizationType names: [q01, q99] or [min, max] -> [-1, 1]

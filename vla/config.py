@@ -162,7 +162,7 @@ def check_config(cfg: dict) -> None:
     options as its own options dataclass checks them (:data:`SCHEMAS`: ``agent.answer_from``, ...)."""
     from envs.registry import resolved_config
     from spatial_memory.profiles import PROFILES, profile
-    from spatial_memory.strict import from_dict
+    from vla_common.strict import from_dict
 
     resolved_config(cfg["env"])
     profile(cfg.get("perception"))

@@ -23,7 +23,7 @@ from typing import Any
 
 from envs.ground_nav.config import check_ground_nav
 
-from spatial_memory.strict import from_dict
+from vla_common.strict import from_dict
 
 SPLITS: dict[str, tuple[int, int]] = {
     "train": (0, 800_000),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from spatial_memory.strict import from_dict
+from vla_common.strict import from_dict
 
 ENV_SEED = 0  # LIBERO's env.seed(), once per task env, as OpenVLA's get_libero_env
 SETTLE_STEPS = 10  # the protocol's no-op steps after reset (docs/LIBERO.md)

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from envs.ground_nav.config import check_ground_nav
-from spatial_memory.strict import from_dict
+from vla_common.strict import from_dict
 
 # every BEHAVIOR-1K scene of OmniGibson 1.1.1 (docs/modules/scenes.md), by split
 SPLITS: dict[str, tuple[str, ...]] = {

@@ -29,7 +29,7 @@ import numpy as np
 
 from envs.observation import Observation
 from envs.spec import ActionSpec, EnvSpec
-from spatial_memory.strict import from_dict
+from vla_common.strict import from_dict
 
 from .base import Seedable, is_privileged
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from envs.observation import Observation
 from envs.spec import EnvSpec
-from spatial_memory.strict import from_dict
+from vla_common.strict import from_dict
 
 from .chunks import ChunkBroker
 

@@ -29,7 +29,7 @@ Show the composed config without running: vla-rollout --cfg [overrides...]
 
 
 def spec_from_config(cfg: dict):
-    from spatial_memory.strict import check_keys, field_names
+    from vla_common.strict import check_keys, field_names
     from vla.config import SCHEMAS, check_config
     from vla.eval.evaluate import EvalSpec
 

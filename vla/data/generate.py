@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spatial_memory.atomic import write_json_atomic
+from vla_common.atomic import write_json_atomic
 from ..rollout.record import merge_episode_files
 
 BENCHMARK_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")

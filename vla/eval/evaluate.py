@@ -26,7 +26,7 @@ from typing import Any
 from tqdm import tqdm
 
 from envs.registry import list_tasks, protocol_trials, require
-from spatial_memory.atomic import write_json_atomic
+from vla_common.atomic import write_json_atomic
 
 from ..rollout.record import merge_demos
 from .backends import run_episodes

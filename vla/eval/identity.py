@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.registry import make_env, resolved_config
-from spatial_memory.atomic import write_json_atomic
+from vla_common.atomic import write_json_atomic
 
 
 def protocol(env_cfg: dict[str, Any], infos: dict[int, Any]) -> dict[str, Any]:

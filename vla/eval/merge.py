@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from spatial_memory.atomic import write_json_atomic
+from vla_common.atomic import write_json_atomic
 from .shard import parse_shard, read_plan
 from .store import REQUIRED, infra_summary, summarize
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from spatial_memory.queries import OccupancyBands
-from spatial_memory.strict import from_dict
+from vla_common.strict import from_dict
 
 # Hits an obstacle-band voxel needs before the grid takes it for an obstacle, per perception profile
 # (``min_obstacle_hits = 0`` leaves it to the profile): the ``harsh`` depth scatters single-hit voxels

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spatial_memory.strict import from_dict
+from vla_common.strict import from_dict
 
 ARCHS = ("qwen2_5_vl", "qwen3_vl")
 # token ids the Qwen vision-language families share

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from spatial_memory.strict import from_dict
+from vla_common.strict import from_dict
 from vla.transforms.memory import MemoryInputsConfig
 
 from .inputs import InputConfig

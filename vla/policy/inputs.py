@@ -29,7 +29,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from spatial_memory.strict import from_dict
+from vla_common.strict import from_dict
 
 MEMORY_ROUTES = "memory/routes"  # a proprio key computed from the memory's routes, not read from the data
 

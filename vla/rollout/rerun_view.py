@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from spatial_memory.strict import from_dict
+from vla_common.strict import from_dict
 
 from .runtime import Episode, EpisodeResult, Subscriber
 

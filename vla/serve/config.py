@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from spatial_memory.strict import from_dict
+from vla_common.strict import from_dict
 
 from .access import is_loopback
 from vla.wire.codec import MAX_OBJECTS

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from envs.base import NoEpisode, RendersPose
-from spatial_memory.strict import from_dict
+from vla_common.strict import from_dict
 
 from .questions import SINGLE_VIEW, Item, View, motion_question, view_questions
 from .tasks import SPATIAL_TASKS, check_tasks

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from spatial_memory.strict import from_dict
+from vla_common.strict import from_dict
 from vla.actions import NORMALIZATIONS
 
 STRATEGIES = ("single", "ddp", "fsdp")

@@ -51,7 +51,7 @@ from envs.spec import EnvSpec
 from spatial_memory import MemoryConfig, SpatialMemory
 from spatial_memory.geometry import camera_yaw, egocentric_bearing
 from spatial_memory.profiles import PROFILES, memory_config_for
-from spatial_memory.strict import check_keys, field_names, from_dict
+from vla_common.strict import check_keys, field_names, from_dict
 from spatial_memory.topdown import LEVELS, TopDownFrame
 
 INPUT_GROUPS = ("topdown", "objects", "text", "routes")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from spatial_memory.strict import from_dict
+from vla_common.strict import from_dict
 
 # driver environment variables the workers get too (rendering, LIBERO's config, the code's path)
 FORWARDED_ENV = ("MUJOCO_GL", "PYOPENGL_PLATFORM", "LIBERO_CONFIG_PATH", "PYTHONPATH", "OMP_NUM_THREADS")

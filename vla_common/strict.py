@@ -2,8 +2,8 @@
 
 Every config of the project (the Hydra groups' schemas, the memory's, a perception profile's parts)
 is a dataclass built from a dict that came from YAML, the command line, a checkpoint or a file; this
-is the one place that turns such a dict into the dataclass. It lives at the bottom of the layout
-(``vla -> envs -> spatial_memory``) so that every package can use it, and imports nothing of ours.
+is the one place that turns such a dict into the dataclass. It lives in ``vla_common``, below every
+other package, so that every package can use it, and imports nothing of ours.
 
     cfg = from_dict(HouseConfig, {"name": "house", "split": "val"}, "house env", ignore=("name",))
 

@@ -2,8 +2,8 @@
 
 The one way the project writes a JSON document that must survive a kill (statistics, run identities,
 summaries, manifests): a temporary file beside the target, flushed to disk, then ``os.replace``. It
-lives at the bottom of the layout (``vla -> envs -> spatial_memory``) so that every package can use
-it, and imports nothing of ours.
+lives in ``vla_common``, below every other package, so that every package can use it, and imports
+nothing of ours.
 """
 
 from __future__ import annotations
