@@ -193,6 +193,18 @@ def below_violations(found: list[Arrow]) -> list[Arrow]:
     return bad
 
 
+def part_arrows(found: list[Arrow]) -> list[Arrow]:
+    """vla's parts (its folders and top-level modules) as the nodes: one arrow joining each pair, a
+    written import where there is one."""
+    out: dict[tuple[str, str], Arrow] = {}
+    for a in found:
+        if _top(a.source) == _top(a.target) == "vla" and "." in a.source and "." in a.target:
+            key = (_part(a.source), _part(a.target))
+            if key[0] != key[1] and (key not in out or (a.written and not out[key].written)):
+                out[key] = Arrow(*key, a.path, a.line, a.written)
+    return list(out.values())
+
+
 def _lines(found) -> str:
     return "\n  ".join(str(a) for a in found)
 
@@ -207,6 +219,15 @@ def test_no_import_circles():
     found = circles(arrows())
     text = "\n".join("  " + " -> ".join([c[0].source] + [f"{a.target} [{a.path}:{a.line}]" for a in c]) for c in found)
     assert not found, f"import circles (break them: a shared piece in a module both import):\n{text}"
+
+
+def test_vla_parts_import_one_way():
+    """No circle between vla's folders either (``data`` <-> ``spatial`` and ``eval`` <-> ``gst`` were two,
+    each made of arrows between different modules): a part is read with what it imports, never with what
+    imports it."""
+    found = circles(part_arrows(arrows()))
+    text = "\n".join("  " + " -> ".join([c[0].source] + [f"{a.target} [{a.path}:{a.line}]" for a in c]) for c in found)
+    assert not found, f"circles between vla's parts (move the shared piece, or make one side a plug-in):\n{text}"
 
 
 def test_vla_lower_parts_stay_below():
@@ -243,3 +264,18 @@ def test_the_checks_see_a_planted_circle_and_an_upward_arrow(tmp_path):
         "spatial_memory.m -> vla.a  [spatial_memory/m.py:1]",
     ]
     assert "envs.e -> spatial_memory.m  [envs/e.py:1]" in [str(a) for a in found]
+
+
+def test_a_circle_between_vla_parts_is_seen_without_a_module_circle(tmp_path):
+    for package in ("vla", "vla/p", "vla/q"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "vla" / "p" / "x.py").write_text("from vla.q import y\n")
+    (tmp_path / "vla" / "q" / "y.py").write_text("")
+    (tmp_path / "vla" / "q" / "z.py").write_text("def f():\n    from vla.p import w\n")
+    (tmp_path / "vla" / "p" / "w.py").write_text("")
+    found = arrows(tmp_path)
+    assert circles(found) == []
+    assert [[str(a) for a in c] for c in circles(part_arrows(found))] == [
+        ["vla.p -> vla.q  [vla/p/x.py:1]", "vla.q -> vla.p  [vla/q/z.py:2]"]
+    ]

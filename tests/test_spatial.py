@@ -243,7 +243,7 @@ def test_the_blind_baseline_answers_from_the_question_words_alone(tmp_path):
     assert blind[prompt_key(size.format("cup"))] == format_answer("size", 10.0)
     assert len(blind) == 3  # bed, cup, and one depth-order question whatever its pixels
 
-    from vla.spatial.evaluate import baseline_predictions
+    from vla.data.spatial_eval import baseline_predictions
 
     test = [
         {"id": "x", "task": "size", "prompt": size.format("bed"), "truth": 198},

@@ -177,13 +177,13 @@ def _print_scores(scores: dict, out: Path | None) -> None:
     line = ", ".join(f"{t} {v}" for t, v in scores["per_task"].items())
     print(f"spatial: overall {scores['overall']} (macro {scores['macro']}, {scores['questions']} questions): {line}")
     if out is not None:
-        from vla.spatial.evaluate import write_scores
+        from vla.data.spatial_eval import write_scores
 
         print(f"-> {write_scores(out, scores)}")
 
 
 def cmd_spatial_eval(kv: dict) -> int:
-    from vla.spatial.evaluate import policy_predictions, score_set
+    from vla.data.spatial_eval import policy_predictions, score_set
 
     limit = int(kv.get("limit", 0))
     preds = policy_predictions(
@@ -199,7 +199,7 @@ def cmd_spatial_eval(kv: dict) -> int:
 
 
 def cmd_spatial_score(kv: dict) -> int:
-    from vla.spatial.evaluate import baseline_predictions, read_predictions, score_set
+    from vla.data.spatial_eval import baseline_predictions, read_predictions, score_set
     from vla.spatial.generate import load_records
 
     if "predictions" in kv:

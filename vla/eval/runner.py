@@ -9,6 +9,7 @@ backends import this module, never the evaluator.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from dataclasses import dataclass, field
@@ -70,13 +71,20 @@ class EvalSpec:
             raise ValueError(f"eval.episode_timeout_s must be > 0, got {self.episode_timeout_s}")
 
 
+# what rides on a run besides videos and recordings, by the key of the run's extras that configures it:
+# plug-ins named by string, as agents are, so the evaluator never imports the harnesses built on it
+# (the mid-episode GST questioner lives with the GST harness, which uses the evaluator's backends)
+EXTRAS = {"gst": "vla.gst.midepisode:subscriber"}
+
+
 def build_subscribers(spec: EvalSpec) -> list[Subscriber]:
     subs: list[Subscriber] = []
-    if spec.extra.get("gst"):
-        from ..gst.midepisode import GSTQuestioner, gst_options
-
-        if gst_options(spec.extra["gst"])["enabled"]:
-            subs.append(GSTQuestioner(spec.extra["gst"]))  # before the video writer: questions freeze the episode first
+    for key, target in EXTRAS.items():  # before the video writer: questions freeze the episode first
+        if spec.extra.get(key):
+            module, attr = target.split(":")
+            sub = getattr(importlib.import_module(module), attr)(spec.extra[key])
+            if sub is not None:
+                subs.append(sub)
     if spec.videos != "none":
         subs.append(VideoWriter(Path(spec.out) / "videos", spec.videos, spec.video_fps))
     if spec.record:

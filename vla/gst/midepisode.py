@@ -39,6 +39,12 @@ def gst_options(cfg: dict[str, Any] | None) -> dict[str, Any]:
     return GSTOptions.from_dict(cfg).to_dict()
 
 
+def subscriber(cfg: dict[str, Any] | None) -> "GSTQuestioner | None":
+    """The questioner a run's ``gst`` options ask for, or None when they leave it off (the evaluator's
+    plug-in for ``gst=``: ``vla.eval.runner.EXTRAS``)."""
+    return GSTQuestioner(cfg) if gst_options(cfg)["enabled"] else None
+
+
 def _as_received(q, mine: dict[int, Any], agent_frames: list) -> None:
     """The question's sensor media as the agent received them (its own frames, poses and ids)."""
     if "stream" in q.media:

@@ -15,8 +15,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .generate import load_records
-from .tasks import baseline_answers, blind_answers, prompt_key, score
+from vla.spatial.generate import load_records
+from vla.spatial.tasks import baseline_answers, blind_answers, prompt_key, score
+
+from .spatial_qa import SpatialQASource
 
 
 def read_predictions(path: str | Path) -> dict[str, str]:
@@ -54,7 +56,6 @@ def policy_predictions(
 ) -> dict[str, str]:
     from tqdm import tqdm
 
-    from vla.data.spatial_qa import SpatialQASource
     from vla.policy import load_policy
 
     src = SpatialQASource(data)
@@ -92,8 +93,6 @@ def write_scores(out: str | Path, scores: dict[str, Any]) -> Path:
 def score_set(data: str | Path, predictions: dict[str, str], limit: int = 0) -> dict[str, Any]:
     records = load_records(data)
     if limit:
-        from vla.data.spatial_qa import SpatialQASource
-
         src = SpatialQASource(data)
         records = [src.record(i) for i in range(min(int(limit), len(src)))]
     return score(records, predictions)
