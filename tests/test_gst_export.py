@@ -4,7 +4,7 @@ Fast tier, on the session's tiny set (``gst``: one apartment, 64 px, exported wi
 ``export_tds=mixed``): every medium is a disguised copy of its own, nothing names a scene, a pose or
 an answer, clips are recordings of their own, answers on a map move with its crop, in-process agents
 get the same blind view. Slow tier, on six test apartments (two TDS questions per level and two Traj
-per apartment, ``export_tds=apart``): a nearest-neighbour attacker (``scripts/gst_attack.py``) solves
+per apartment, ``export_tds=apart``): a nearest-neighbour attacker (``vla/gst/attack.py``) solves
 the raw set and is at chance on the export; hash and pixel shortcuts likewise; letters are balanced
 over the whole set; an apartment keeps its TDS questions or its map questions, never both."""
 
@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from tests.conftest import load_script
 from vla.gst.cli import main as gst_main
 from vla.questions.question import PUBLIC_META, load_questions
 from vla.gst.score import score_predictions
@@ -34,7 +33,9 @@ TDS = ("TDS-E", "TDS-M", "TDS-H")
 
 
 def _attacker():
-    return load_script("gst_attack")
+    from vla.gst import attack
+
+    return attack
 
 
 def _rows(path: Path) -> list[dict]:
@@ -78,10 +79,10 @@ def _chance_bound(n: int) -> float:
 # ------------------------------------------------------------------------------------------ attacker
 @pytest.mark.slow
 def test_nearest_neighbour_attacker_solves_the_raw_set_and_is_at_chance_on_the_export(qset, exported):
-    """The attacker (scripts/gst_attack.py: groups questions by how alike their videos are, matches each
+    """The attacker (vla/gst/attack.py: groups questions by how alike their videos are, matches each
     TDS option to the top-down images of its group, eliminates letters within a group) is competent: on
     the raw set -- and on the export as it was before the per-question disguises and TDS apart, which
-    copied each source file once (`python scripts/gst_attack.py runs/gst/old --answers
+    copied each source file once (`python -m vla.gst.attack runs/gst/old --answers
     runs/gst/old.answers.jsonl` on a 4-apartment set: TDS-E, TDS-M, TDS-H and Traj all 100.0) -- it
     answers nearly every choice question. On the export it still groups the questions by apartment (the
     disguises do not hide that two videos show one apartment), but a TDS question's options are the

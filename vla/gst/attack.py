@@ -20,8 +20,8 @@ resemble each other -- no model of the scene, no reading of the video's content:
 
 ``groups`` can be given instead (an oracle: the true apartments), to measure step 2 and 3 alone.
 
-    python scripts/gst_attack.py runs/gst/test                                   # a question set
-    python scripts/gst_attack.py runs/gst/public --answers runs/gst/public.answers.jsonl   # an export
+    python -m vla.gst.attack runs/gst/test                                   # a question set
+    python -m vla.gst.attack runs/gst/public --answers runs/gst/public.answers.jsonl   # an export
 """
 
 from __future__ import annotations
