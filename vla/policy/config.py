@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from vla_common.strict import from_dict
-from vla.transforms.memory import MemoryInputsConfig
+from vla.transforms.memory import MEMORY_FEATURES, MemoryInputsConfig
 
 from .inputs import InputConfig
 
@@ -72,8 +72,8 @@ class PolicyConfig:
         if not memory:
             groups = ["topdown"] if self.inputs.memory_map else []
             groups += ["objects", "text"] if self.inputs.memory_text else []
-            # the routes as numbers: the routes and the table whose target row their last block reads
-            groups += ["objects", "routes"] if self.inputs.reads_routes else []
+            for key in self.inputs.memory_features:  # e.g. the routes as numbers: the routes and the table
+                groups += list(MEMORY_FEATURES[key].groups)
             groups = list(dict.fromkeys(groups))
             size = int(self.inputs.image_size) or int(model_image_size)
             memory = {"inputs": groups, "map_size": [size, size]}

@@ -29,9 +29,8 @@ from typing import Any
 import cv2
 import numpy as np
 
+from vla.transforms.memory import MEMORY_FEATURES  # proprio keys computed from the memory, not read from the data
 from vla_common.strict import from_dict
-
-MEMORY_ROUTES = "memory/routes"  # a proprio key computed from the memory's routes, not read from the data
 
 IMAGE = "<image>"
 PROMPT = "What action should the robot take to {instruction}?"
@@ -62,10 +61,12 @@ class InputConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "cameras", tuple(self.cameras))
         object.__setattr__(self, "proprio_keys", tuple(self.proprio_keys))
-        bad = [k for k in self.proprio_keys if k not in ("state", MEMORY_ROUTES) and not str(k).startswith("sensors/")]
+        bad = [
+            k for k in self.proprio_keys if k != "state" and k not in MEMORY_FEATURES and not k.startswith("sensors/")
+        ]
         if not self.proprio_keys or bad:
             raise ValueError(
-                f"inputs.proprio_keys must name 'state', 'sensors/<name>' or '{MEMORY_ROUTES}' keys, "
+                f"inputs.proprio_keys must name 'state', 'sensors/<name>' or {sorted(MEMORY_FEATURES)} keys, "
                 f"got {list(self.proprio_keys)}"
             )
         if isinstance(self.proprio, bool) or self.proprio in ("true", "false"):  # checkpoints before "token"
@@ -97,13 +98,14 @@ class InputConfig:
 
     @property
     def uses_memory(self) -> bool:
-        """Whether the policy reads the spatial memory: its map image, its table in words, or its routes as
-        numbers through the proprio token (``proprio_keys`` with ``memory/routes``)."""
-        return self.memory_map or self.memory_text or self.reads_routes
+        """Whether the policy reads the spatial memory: its map image, its table in words, or features the
+        memory computes through the proprio token (``proprio_keys`` with ``memory/routes``)."""
+        return self.memory_map or self.memory_text or bool(self.memory_features)
 
     @property
-    def reads_routes(self) -> bool:
-        return self.proprio != "none" and MEMORY_ROUTES in self.proprio_keys
+    def memory_features(self) -> tuple[str, ...]:
+        """The proprio keys the memory computes (:data:`vla.transforms.memory.MEMORY_FEATURES`) this policy reads."""
+        return tuple(k for k in self.proprio_keys if k in MEMORY_FEATURES) if self.proprio != "none" else ()
 
 
 @dataclass
@@ -269,19 +271,17 @@ class Prompt:
 
 
 def proprio_vector(d: dict[str, Any], keys: tuple[str, ...]) -> np.ndarray:
-    """The proprio vector of an observation dict: its ``keys`` flattened and concatenated, float64
-    (``memory/routes``: the routes and the target's row as numbers, :func:`~vla.transforms.memory.route_features`)."""
-    missing = [k for k in keys if k not in d and k != MEMORY_ROUTES]
+    """The proprio vector of an observation dict: its ``keys`` flattened and concatenated, float64 (a key the
+    memory computes, e.g. ``memory/routes``: its :data:`~vla.transforms.memory.MEMORY_FEATURES` function)."""
+    missing = [k for k in keys if k not in d and k not in MEMORY_FEATURES]
     if missing:
         raise ValueError(
             f"the policy reads the state (inputs.proprio_keys={list(keys)}) but the observation has none of {missing}"
         )
     parts = []
     for k in keys:
-        if k == MEMORY_ROUTES:
-            from vla.transforms.memory import route_features
-
-            parts.append(route_features(d).astype(np.float64))
+        if k in MEMORY_FEATURES:
+            parts.append(np.asarray(MEMORY_FEATURES[k].compute(d), dtype=np.float64).ravel())
         else:
             parts.append(np.asarray(d[k], dtype=np.float64).ravel())
     return np.concatenate(parts)

@@ -124,30 +124,34 @@ def _action_bounds(sources: list[Any], key: str) -> tuple[tuple[float, ...], tup
 def proprio_statistics(sources: list[Any], keys: tuple[str, ...] = ("state",)) -> dict[str, Any]:
     """Per dataset key, statistics of the training episodes' proprio vectors (``inputs.proprio=token``; ``keys``:
     ``inputs.proprio_keys``); sources without states (question sets) are left out."""
-    from vla.policy.inputs import MEMORY_ROUTES
+    from vla.transforms.memory import MEMORY_FEATURES
 
     by_key: dict[str, list[list[np.ndarray]]] = {}
     for s in sources:
         states = getattr(s, "states", None)
         if states is None or not len(s):
             continue
-        cols = [None if k == MEMORY_ROUTES else np.asarray(states((k,)), dtype=np.float64) for k in keys]
+        cols = [None if k in MEMORY_FEATURES else np.asarray(states((k,)), dtype=np.float64) for k in keys]
         by_key.setdefault(s.key, []).append(cols)
     return {k: _stats_by_column(v, keys) for k, v in by_key.items()}
 
 
 def _stats_by_column(parts: list[list[Any]], keys: tuple[str, ...]) -> Any:
     """One dataset key's proprio statistics, key by key in ``keys``' order: a data key's from its
-    columns over every source, ``memory/routes``' fixed (its features are already in [-1, 1]: passed
+    columns over every source, a memory feature's fixed (its entries are already in [-1, 1]: passed
     through, ``mask`` False)."""
     from vla.actions import STAT_FIELDS, ActionStats
-    from vla.policy.inputs import MEMORY_ROUTES
-    from vla.transforms.memory import ROUTE_FEATURES_DIM
+    from vla.transforms.memory import MEMORY_FEATURES
 
     fixed = {"q01": -1.0, "q99": 1.0, "mean": 0.0, "std": 1.0, "min": -1.0, "max": 1.0}
-    routes = ActionStats(**{f: [fixed[f]] * ROUTE_FEATURES_DIM for f in STAT_FIELDS}, mask=[False] * ROUTE_FEATURES_DIM)
+
+    def passed_through(dim: int) -> ActionStats:
+        return ActionStats(**{f: [fixed[f]] * dim for f in STAT_FIELDS}, mask=[False] * dim)
+
     per_key = [
-        routes if k == MEMORY_ROUTES else ActionStats.from_actions(np.concatenate([p[i] for p in parts]))
+        passed_through(MEMORY_FEATURES[k].dim)
+        if k in MEMORY_FEATURES
+        else ActionStats.from_actions(np.concatenate([p[i] for p in parts]))
         for i, k in enumerate(keys)
     ]
     return ActionStats(**{f: np.concatenate([getattr(s, f) for s in per_key]) for f in (*STAT_FIELDS, "mask")})

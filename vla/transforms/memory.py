@@ -392,3 +392,22 @@ def route_features(d: dict[str, Any]) -> np.ndarray:
             dist = float(np.asarray(d["memory/objects/distance_m"]).ravel()[j])
             out[10:] = [1.0, np.sin(a), np.cos(a), min(dist, ROUTE_RANGE_M) / ROUTE_RANGE_M]
     return out
+
+
+@dataclass(frozen=True)
+class MemoryFeature:
+    """A proprio key computed from the memory's entries instead of read from the data (``inputs.proprio_keys``):
+    its function of an observation dict, its width, and the memory input groups it needs. Its entries are
+    already in [-1, 1], so its normalisation statistics are fixed (training computes none for it)."""
+
+    compute: Any  # (observation dict) -> float vector of ``dim``
+    dim: int
+    groups: tuple[str, ...]
+
+
+# every proprio key the memory computes; adding one is one entry here (the policy, its memory groups and
+# the proprio statistics read this table)
+MEMORY_FEATURES: dict[str, MemoryFeature] = {
+    # the routes and the target's row as numbers; the last block reads the object table's target row
+    "memory/routes": MemoryFeature(route_features, ROUTE_FEATURES_DIM, ("objects", "routes")),
+}
