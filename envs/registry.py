@@ -85,6 +85,13 @@ _LAZY: dict[str, str] = {
     "house": "envs.house.family:HouseFamily",
     "omnigibson": "envs.omnigibson.family:OmniGibsonFamily",
 }
+# each family's config dataclass (its options, their defaults and checks): the schema of the Hydra group
+# ``configs/env/<name>.yaml`` (vla.config reads it from here; a string, so nothing is imported to compose)
+CONFIGS: dict[str, str] = {
+    "libero": "envs.libero.config:LiberoConfig",
+    "house": "envs.house.config:HouseConfig",
+    "omnigibson": "envs.omnigibson.config:OmniGibsonConfig",
+}
 _FAMILIES: dict[str, EnvFamily] = {}
 
 

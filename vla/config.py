@@ -26,14 +26,15 @@ import re
 from pathlib import Path
 from typing import Any
 
+from envs.registry import CONFIGS as ENV_CONFIGS
+
 CONFIG_DIR = Path(os.environ.get("VLA_CONFIG_DIR", Path(__file__).resolve().parents[1] / "configs"))
 
 # (group, schema) -> ("module:Class", fields left out); registered as <schema>_schema in the group
 # ("" = the primary config's own group). A YAML option lists its schema first in its defaults.
+# The env families' schemas come from their registry (envs.registry.CONFIGS).
 SCHEMAS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
-    ("env", "house"): ("envs.house.config:HouseConfig", ()),
-    ("env", "libero"): ("envs.libero.config:LiberoConfig", ()),
-    ("env", "omnigibson"): ("envs.omnigibson.config:OmniGibsonConfig", ()),
+    **{("env", name): (target, ()) for name, target in ENV_CONFIGS.items()},
     ("agent", "memory"): ("vla.agents.memory:MemoryAgentOptions", ()),
     ("agent", "vla"): ("vla.agents.vla:VLAAgentOptions", ()),
     ("agent", "dagger"): ("vla.agents.dagger:DAggerOptions", ()),
