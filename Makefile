@@ -29,15 +29,10 @@ demo: setup
 # The smallest learned result, end to end (7 min 54 s on 2 idle cores, measured at 419b609): one expert
 # demonstration on a LIBERO init state, the tiny policy over-fitted to it, replayed in closed loop from the
 # same state (docs/POLICY.md, "Does the policy act as it was trained?"); exits non-zero if the replay fails.
-PROOF ?= runs/proof_replay
+# The named experiment replay_proof (configs/experiment/replay_proof.yaml, docs/experiments/README.md).
+PROOF ?= runs/experiments/replay_proof
 proof: setup
-	$(VENV)/bin/vla-rollout env=libero env.suite=libero_object env.init_states=sampled "env.cameras=[agentview,wrist]" \
-	    env.depth=false env.segmentation=false "eval.tasks=[0]" eval.trials_per_task=1 agent=scripted \
-	    record=$(PROOF)/demo out=$(PROOF)/rec progress=false
-	$(VENV)/bin/vla-train model=tiny_qwen2_5_vl policy=libero_oft data=libero data.paths=[$(PROOF)/demo] \
-	    data.val_fraction=0 train.steps=600 \
-	    train.batch_size=16 train.lr=5e-4 train.vision_lr_scale=1.0 out=$(PROOF)/fit
-	$(PY) scripts/replay_check.py $(PROOF)/demo/*_demo.hdf5 $(PROOF)/fit/policy --out $(PROOF)/check
+	$(VENV)/bin/vla-experiment replay_proof root=$(PROOF)
 
 # The live-page test (tests/test_serve_rollout.py) drives Debian's headless Chromium. Install it
 # where apt-get is available as root (CI's machine); elsewhere that one test skips, saying why.

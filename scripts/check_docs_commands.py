@@ -61,9 +61,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+DOCS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))]
 PROGRAMS = {
-    "vla-rollout", "vla-train", "vla-gst", "vla-serve", "vla-query", "vla-merge", "vla-data",
+    "vla-rollout", "vla-train", "vla-gst", "vla-serve", "vla-query", "vla-merge", "vla-data", "vla-experiment",
     "python", "torchrun", "make", "pytest", "srun", "sbatch", "conda", "pip", "nice", "cd", "mkdir", "ln",
 }  # fmt: skip
 SHELL = ("for ", "done", "export ", "do ")
@@ -73,10 +73,6 @@ SCRIPT_ARGS = {  # the smallest arguments of each documented script (appended; a
     "scripts/bench_house.py": "--gen-scenes 1 --frames 3 --scenes 1 --trials 1 --max-steps 30",
     "scripts/bench_scale.py": "--episodes 2 --steps 5 --reps 1 --gst-scenes 0",
     "scripts/bench_policy.py": "--model tiny_qwen2_5_vl --chunks 1 --batches 1 --decoders loop --warmup 0 --repeats 1",
-    "scripts/cpu_proof.py": (
-        "--steps 2 --checkpoints 1 --select final --scenes 1 --val-scenes 1 --test-scenes 1 "
-        "--train-scenes 1 --demos 1 --val-trials 1"
-    ),
     "scripts/bench_memory.py": "--quick --no-open3d",
     "scripts/bench_detector.py": "--frames 4",
     "scripts/bench_rollout.py": "--steps 3 --blocks 1 --resolution 64 --episodes 2 --episode-steps 5",
@@ -88,6 +84,13 @@ SCRIPT_ARGS = {  # the smallest arguments of each documented script (appended; a
     "scripts/perturb_sweep.py": "--trials 1 --factors robot --levels 1",
     "scripts/probe_gst_copy.py": "--steps 2 --batch 2 --eval-every 2",
 }
+
+
+# a named experiment at its smallest (its options overridden: a recipe of its own, never the named one's test)
+EXPERIMENT_ARGS = (
+    "steps=2 checkpoints=1 select=final scenes=1 val_scenes=1 test_scenes=1 train_scenes=1 demos=1 "
+    "val_demos=1 val_trials=1 dagger_scenes=1 dagger_steps=4"
+)
 
 
 @dataclass
@@ -225,9 +228,13 @@ def skip_reason(text: str) -> str | None:
 
 
 def outputs(text: str) -> list[str]:
-    """The paths a command writes (``out=``, ``record=``, ``--root``; ``make proof``: its ``PROOF``
-    directory, the Makefile's default unless the command sets it), up to any ``$`` or ``*``."""
-    found = re.findall(r"(?:\bout=|\brecord=|--root\s+)(\S+)", text)
+    """The paths a command writes (``out=``, ``record=``, ``--root``, ``root=``; ``vla-experiment NAME``
+    without a root: ``runs/experiments/NAME``; ``make proof``: its ``PROOF`` directory, the Makefile's
+    default unless the command sets it), up to any ``$`` or ``*``."""
+    found = re.findall(r"(?:\bout=|\brecord=|--root\s+|\broot=)(\S+)", text)
+    experiment = re.search(r"\bvla-experiment\s+(\w+)", text)
+    if experiment and not re.search(r"\broot=", text):
+        found.append(f"runs/experiments/{experiment.group(1)}")
     proof = re.search(r"\bmake\s+(?:PROOF=(\S+)\s+)?proof\b", text)
     if proof:
         default = re.search(r"^PROOF\s*\?=\s*(\S+)", (ROOT / "Makefile").read_text(), re.M)
@@ -276,6 +283,8 @@ def tiny(text: str, variables: dict[str, str]) -> str:
         if sub == "spatial-score":
             return ""
         return "suite=libero_goal tasks=[0] trials=1 demos_per_task=1 max_rounds=1 workers=1"
+    if p == "vla-experiment":
+        return EXPERIMENT_ARGS
     if p in SCRIPT_ARGS:
         return SCRIPT_ARGS[p]
     return ""

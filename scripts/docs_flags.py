@@ -10,6 +10,8 @@
   :func:`vla.data.cli.options` (its ``key=value`` commands' keys and choices too), ``vla-merge``
   through :func:`vla.cli.merge.options`; a ``--flag`` a CLI does not take is refused;
 * ``vla-query``: :func:`vla.serve.cli.query_args` (its argparse parser and usage rules);
+* ``vla-experiment``: :func:`vla.experiment.cli.options` (the named recipe loaded, its option overrides
+  and stage checked);
 * ``scripts/X.py`` and ``python -m vla.X``: the script's own argparse parser. A script that checks
   more than argparse does (choices in a comma list, ``key=value`` arguments) defines
   ``parse_args(argv)`` -- what its ``main`` parses and checks before any work -- and that is called;
@@ -39,6 +41,7 @@ COMPOSED = {"vla-rollout": "rollout", "vla-gst": "gst", "vla-train": "train", "v
 CLI_MODULES = {  # python -m X (torchrun -m X): the console script X is
     "vla.cli.rollout": "vla-rollout", "vla.gst.cli": "vla-gst", "vla.train.cli": "vla-train",
     "vla.serve.cli": "vla-serve", "vla.data.cli": "vla-data", "vla.cli.merge": "vla-merge",
+    "vla.experiment.cli": "vla-experiment",
 }  # fmt: skip
 FLAGS = {"vla-rollout": {"--cfg"}, "vla-train": {"--cfg"}, "vla-serve": {"--cfg"}}  # besides overrides, -h
 GST_COMMANDS = ("generate", "eval", "score", "export")
@@ -47,7 +50,7 @@ _SCRIPTS: dict[str, object] = {}
 
 def kind(program: str) -> str | None:
     """What :func:`check` checks of a program (``vla-rollout``, ..., ``script``, ``python -m``); None: nothing."""
-    if program in COMPOSED or program in ("vla-data", "vla-query", "vla-merge"):
+    if program in COMPOSED or program in ("vla-data", "vla-query", "vla-merge", "vla-experiment"):
         return program
     if program.startswith("scripts/") and program.endswith(".py"):
         return "script"
@@ -83,6 +86,10 @@ def check(program: str, argv: list[str]) -> str | None:
             return _outcome(lambda: options(argv))
         if k == "vla-merge":
             from vla.cli.merge import options
+
+            return _outcome(lambda: options(argv))
+        if k == "vla-experiment":
+            from vla.experiment.cli import options
 
             return _outcome(lambda: options(argv))
         if k == "vla-query":

@@ -9,7 +9,7 @@ it is near) can be learnt by reading the table; one that is not needs more than 
 
 ``--rows routes`` sorts by the route a route follower takes instead (the ``routes`` memory input,
 docs/NAVIGATION.md): its labels should turn towards that route's side. In the tables, "in the table"
-then means "a route". Example (the apartments proof's memory arm, docs/POLICY.md)::
+then means "a route". Example (the apartments experiment's memory arm, docs/experiments/house.md)::
 
     .venv/bin/python scripts/house_labels.py runs/proof/house3/train/memory/round0
 """
@@ -147,7 +147,7 @@ def run_rows(run: Path, rows_of: str = "table") -> list[tuple[tuple[float, float
     if not pcfg.inputs.uses_memory:
         raise SystemExit(f"{run}: the run's policy reads no memory inputs (train with policy=house_memory)")
     if rows_of == "routes" and "routes" not in pcfg.memory.inputs:
-        raise SystemExit(f"{run}: the run's memory inputs hold no routes (cpu_proof.py house --house-recipe routes)")
+        raise SystemExit(f"{run}: the run's memory inputs hold no routes (e.g. vla-experiment house_routes)")
     train, val, _, _ = build_sources(
         dcfg, 1, pcfg.memory.to_dict(), run / "memory_cache", tcfg.seed, tuple(pcfg.inputs.cameras)
     )

@@ -1,6 +1,6 @@
 """Can the tiny backbone's text stack copy an egocentric answer out of the memory's object table?
 
-A diagnostic for the GST proof (docs/POLICY.md, "GST questions as visual QA"): the four egocentric
+A diagnostic for the GST experiment (docs/experiments/gst_qa.md): the four egocentric
 subtasks (EDv, EDs, EDistv, EDists) are answered by one row of the object table that the memory arm
 reads (``[target] sofa: 42 deg left, 11.5 m``), so a model that reads the table scores far above chance.
 This trains the tiny Qwen2.5-VL's language model alone (a ``Qwen2ForCausalLM`` of the same size, text
@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import yaml
 
-from proof_gst import EGO, MEMORY  # the GST proof's subtasks and memory inputs (scripts/)
+from vla.experiment.gst import EGO, MEMORY  # the GST experiments' subtasks and memory inputs
 
 
 def items(root: Path, split: str, cache) -> list[tuple[str, str, dict]]:

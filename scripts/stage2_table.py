@@ -1,6 +1,6 @@
 """Stage 2 of spatial tuning (docs/SPATIAL.md, issue 26): the three-way table and the val curves.
 
-Each arm is a root of ``scripts/cpu_proof.py libero`` (``<root>/val/step_N-<agent>/summary.json`` per
+Each arm is a root of a ``libero`` experiment (``vla-experiment``) (``<root>/val/step_N-<agent>/summary.json`` per
 checkpoint, ``<root>/test/summary.json`` for the chosen one), or, for a run whose directory is not on
 this machine, its counts written out (``name=500:4/10,1000:6/10;test=44/50``, as recorded in the docs)::
 

@@ -27,7 +27,7 @@ def test_every_documented_command_parses_with_its_own_program():
     kinds = Counter(parsed.values())
     # every kind of documented command is parsed, each as many times as the docs hold about (loose bounds)
     least = {"vla-rollout": 60, "vla-gst": 25, "vla-train": 5, "vla-serve": 3, "vla-data": 15, "vla-query": 5}
-    least.update({"vla-merge": 1, "script": 50, "python -m": 5})
+    least.update({"vla-merge": 1, "script": 40, "python -m": 5, "vla-experiment": 20})
     assert all(kinds[k] >= n for k, n in least.items()), kinds
     failures = check.compose_all(blocks)
     assert not failures, _report(failures)
@@ -37,8 +37,10 @@ BAD = [  # (a documented command with one bad argument, that argument, its fix, 
     (".venv/bin/python scripts/perturb_sweep.py --root runs/p --factorz robot agent=scripted", "z", "s", "--factorz"),
     ("scripts/perturb_sweep.py --root runs/p --factors robot,fog agent=scripted", "fog", "noise", "['fog']"),
     ("scripts/perturb_sweep.py --root runs/p agent=scripted env.perturb=camera:9", ":9", ":3", "levels 0-3"),
-    ("OMP_NUM_THREADS=1 python scripts/cpu_proof.py house --root runs/h --select best", "best", "val", "'best'"),
-    (".venv/bin/python scripts/cpu_proof.py gst --root runs/g --arms memroy", "memroy", "memory", "memroy"),
+    ("OMP_NUM_THREADS=1 .venv/bin/vla-experiment house_bins select=best", "best", "val", "'best'"),
+    (".venv/bin/vla-experiment gst_qa arms=[memroy] stage=train", "memroy", "memory", "memroy"),
+    ("vla-experiment libero_object_oft stage=tset", "tset", "test", "'tset'"),
+    ("vla-experiment libero_objet_oft", "objet", "object", "libero_objet_oft"),
     (".venv/bin/python scripts/bench_memory.py --quick --frame 3", "--frame 3", "--stages", "arguments: --frame"),
     ("python -m vla.detector render --out runs/f --split dev --count 3", "dev", "val", "invalid choice: 'dev'"),
     ("vla-data spatial-eval checkpoint=runs/c data=runs/d out=runs/e limt=40", "limt", "limit", "option 'limt'"),
@@ -112,13 +114,14 @@ def test_commands_are_read_as_written(tmp_path):
 
 
 def test_a_proofs_commands_run_where_the_proof_runs(tmp_path, monkeypatch):
-    """scripts/proof_common.run: a proof's commands run in the proof's own directory, so that a relative
-    ``--root`` is one place for both, and a docs check's scratch copy (whose scripts link the
+    """vla/experiment/common.run: an experiment's commands run in the experiment's own directory, so that a
+    relative ``root`` is one place for both, and a docs check's scratch copy (whose scripts link the
     repository's) writes its own ``runs/`` -- not the repository's, as it did when they ran there."""
     import sys
     from pathlib import Path
 
-    run = load_script("proof_common").run
+    from vla.experiment.common import run
+
     monkeypatch.chdir(tmp_path)
     run([sys.executable, "-c", "import os; open('runs/here.txt', 'w').write(os.getcwd())"], Path("runs/log.txt"))
     assert (tmp_path / "runs" / "here.txt").read_text() == str(tmp_path)

@@ -65,7 +65,7 @@ def test_an_over_fitted_policy_replays_its_demonstration_in_closed_loop(tmp_path
     demo = _record(tmp_path, [*env, "eval.trials_per_task=1", "agent=scripted"])
     train = ["policy=libero_oft", "data=libero", "train.steps=600", "train.batch_size=16", "train.loader_workers=1"]
     policy = _fit(tmp_path, demo, train)
-    from replay_check import check
+    from vla.experiment.replay_check import check
 
     res = check(demo, policy)
     assert res["reset_image_max_diff"] == {"agentview": 0, "wrist": 0} and res["reset_state_max_diff"] == 0.0
@@ -74,8 +74,8 @@ def test_an_over_fitted_policy_replays_its_demonstration_in_closed_loop(tmp_path
 
 
 def test_an_over_fitted_memory_policy_retraces_its_apartment_demonstration(tmp_path):
-    from proof_common import HOUSE_MEMORY  # the apartments proof's memory inputs and navigator (scripts/)
-    from proof_house import NAVIGATOR
+    from vla.experiment.common import HOUSE_MEMORY  # the apartments experiments' memory inputs and navigator
+    from vla.experiment.house import NAVIGATOR
 
     nav = f"+agent.teacher.navigator={NAVIGATOR}"
     house = ["env=house", "env.stop_action=true", "env.split=train", "env.num_scenes=1", "eval.first_trial=1"]
@@ -99,7 +99,7 @@ def test_an_over_fitted_memory_policy_retraces_its_apartment_demonstration(tmp_p
         "train.loader_workers=0",
     ]
     policy = _fit(tmp_path, demo, train)
-    from replay_check import check
+    from vla.experiment.replay_check import check
 
     res = check(demo, policy, memory_cache=tmp_path / "check_cache")
     assert res["reset_state_max_diff"] == 0.0 and res["memory_topdown_max_pixels_differing"] == 0

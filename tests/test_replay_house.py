@@ -14,7 +14,6 @@ POLICY.md's over-fit run). ~30 s: one episode of the navigator, its memory repla
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,12 +21,11 @@ import pytest
 import yaml
 
 from tests.conftest import VENV_BIN, cli_env
+from vla.experiment.common import HOUSE_MEMORY
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-from proof_common import HOUSE_MEMORY  # noqa: E402
 
-MEMORY = yaml.safe_load(HOUSE_MEMORY)  # the apartments proof's memory inputs, as cpu_proof.py passes them
+MEMORY = yaml.safe_load(HOUSE_MEMORY)  # the apartments experiments' memory inputs, as they pass them
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +40,7 @@ def demo(tmp_path_factory) -> Path:
 
 
 def test_live_memory_inputs_equal_the_cached_training_entries_at_every_step(demo, tmp_path):
-    from replay_check import _env, load_demo, open_loop
+    from vla.experiment.replay_check import _env, load_demo, open_loop
 
     from vla.data import DemoSource, MemoryCache
     from vla.policy import memory_inputs
@@ -69,7 +67,7 @@ def test_live_memory_inputs_equal_the_cached_training_entries_at_every_step(demo
 
 
 def test_the_demonstration_as_the_policy_bins_express_it_still_succeeds(demo):
-    from replay_check import PATH, _env, load_demo, open_loop
+    from vla.experiment.replay_check import PATH, _env, load_demo, open_loop
 
     from vla.actions import ActionStats, decoded
 

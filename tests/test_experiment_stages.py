@@ -1,10 +1,11 @@
-"""The CPU proofs' shared training budget (scripts/proof_common.budget) as vla-train reads it, and what the
-house proof passes to its rounds."""
+"""The experiments' shared training budget (vla/experiment/common.budget) as vla-train reads it, and what
+the house experiment passes to its rounds (its commands captured, not run)."""
 
 from argparse import Namespace
 
-from tests.conftest import load_script
 from vla.config import compose
+from vla.experiment import common
+from vla.experiment import house as house_module
 
 
 def _args(**over) -> Namespace:
@@ -12,7 +13,7 @@ def _args(**over) -> Namespace:
 
 
 def test_the_budget_composes_as_vla_train_reads_it():
-    budget = load_script("proof_common").budget
+    budget = common.budget
     cfg = compose("train", budget(_args(), batch=8, val_every=0))
     assert cfg["train"]["steps"] == 2400 and cfg["train"]["batch_size"] == 8
     assert cfg["train"]["save_every"] == 600 and cfg["train"]["keep_last"] == 4
@@ -20,11 +21,11 @@ def test_the_budget_composes_as_vla_train_reads_it():
 
 
 def test_train_embeddings_reaches_every_proof_through_the_budget():
-    """``--train-embeddings`` (the GST copy probe's finding) is one override in the shared budget, so the
+    """``train_embeddings`` (the GST copy probe's finding) is one override in the shared budget, so the
     house, LIBERO and GST proofs all get it; a namespace without the attribute (an older caller) keeps
     the default. That the override really trains the input embedding (and the default does not):
     tests/test_policy.py::test_freeze_embeddings_decides_whether_a_training_step_moves_the_input_embedding."""
-    budget = load_script("proof_common").budget
+    budget = common.budget
     over = budget(_args(train_embeddings=True), batch=16, val_every=100, keep=1)
     assert "policy.freeze_embeddings=false" in over
     assert compose("train", over)["policy"]["freeze_embeddings"] is False
@@ -33,9 +34,9 @@ def test_train_embeddings_reaches_every_proof_through_the_budget():
 
 
 def test_the_house_proofs_round_0_starts_from_init_from(tmp_path, monkeypatch):
-    """``cpu_proof.py house --init-from CK`` (issue 26's stage 2 on the apartments): round 0's vla-train starts
+    """``init_from: CK`` (issue 26's stage 2 on the apartments): round 0's vla-train starts
     from the stage-1 weights; without it, from scratch. The command is captured, not run."""
-    house = load_script("proof_house")
+    house = house_module
     seen: list[list[str]] = []
     monkeypatch.setattr(house, "run", lambda cmd, log, *a, **k: seen.append(cmd))
     args = _args(steps=8, house_recipe="bins", init_from=None)
@@ -49,19 +50,19 @@ def test_the_house_proofs_round_0_starts_from_init_from(tmp_path, monkeypatch):
 
 
 def _captured_house(tmp_path, monkeypatch, **over):
-    """proof_house with its commands captured, not run, and the args of a small house proof (``over``)."""
-    house = load_script("proof_house")
+    """The house experiment with its commands captured, not run, and the args of a small one (``over``)."""
+    house = house_module
     seen: list[list[str]] = []
     monkeypatch.setattr(house, "run", lambda cmd, log, *a, **k: seen.append(cmd))
     base = dict(
-        root=str(tmp_path), stage="train", steps=8, dagger=0, arms=None, scenes=2, workers=0, house_chunk=4,
+        root=str(tmp_path), stage="train", steps=8, dagger=0, arms=[], scenes=2, workers=0, house_chunk=4,
         house_recipe="routes", house_proprio=None, init_from=None, select="val", val_scenes=1, test_scenes=1, replan=0,
     )  # fmt: skip
     return house, seen, _args(**{**base, **over})
 
 
 def test_the_routes_recipe_labels_with_the_route_follower_and_gives_the_memory_arm_the_routes(tmp_path, monkeypatch):
-    """``--house-recipe routes``: the demonstrations are recorded with the route follower as the
+    """``house_recipe: routes``: the demonstrations are recorded with the route follower as the
     teacher, both arms train on them, and the memory arm's memory inputs carry the routes (what the
     teacher acts on); the commands are captured, not run, and composed as the tools read them."""
     from vla.transforms.memory import MemoryInputsConfig
@@ -81,7 +82,7 @@ def test_the_routes_recipe_labels_with_the_route_follower_and_gives_the_memory_a
 
 
 def test_the_routes_token_recipe_gives_the_routes_as_numbers_to_the_memory_arm_alone(tmp_path, monkeypatch):
-    """``--house-recipe routes_token``: the routes recipe, and the memory arm (only) reads the routes as a
+    """``house_recipe: routes_token``: the routes recipe, and the memory arm (only) reads the routes as a
     proprio token; the commands are captured, not run, and composed as the tools read them."""
     house, seen, args = _captured_house(tmp_path, monkeypatch, house_recipe="routes_token")
     house.house(args)
@@ -92,7 +93,7 @@ def test_the_routes_token_recipe_gives_the_routes_as_numbers_to_the_memory_arm_a
 
 
 def test_replan_reaches_the_learned_arms_val_and_test_rollouts(tmp_path, monkeypatch):
-    """``--replan 1``: the learned arms' val and test rollouts re-plan every step (``agent.replan=1``), their
+    """``replan: 1``: the learned arms' val and test rollouts re-plan every step (``agent.replan=1``), their
     val runs land beside the default's (``roundN_replan1``), the baselines' rollouts are left as they are."""
     house, seen, args = _captured_house(tmp_path, monkeypatch, stage="test", replan=1)
     monkeypatch.setattr(house, "_nav", lambda out: {"success": 0.5, "spl": 0.4, "out": str(out)})
@@ -112,8 +113,9 @@ def test_replan_reaches_the_learned_arms_val_and_test_rollouts(tmp_path, monkeyp
 
 def test_the_curves_find_every_arm_a_linked_one_included(tmp_path):
     """``<root>/curves.png`` plots every run under ``<root>/train``, also an arm linked in from another
-    root (a proof that shares one arm's training with an earlier one)."""
-    train_logs = load_script("cpu_proof").train_logs
+    root (an experiment that shares one arm's training with an earlier one)."""
+    from vla.experiment.curves import train_logs
+
     (tmp_path / "a" / "train" / "memory" / "round0").mkdir(parents=True)
     (tmp_path / "a" / "train" / "memory" / "round0" / "train_log.jsonl").write_text("{}\n")
     (tmp_path / "b" / "no_memory" / "round0").mkdir(parents=True)

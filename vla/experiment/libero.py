@@ -1,15 +1,17 @@
-"""The CPU learning proof on one LIBERO task (scripts/cpu_proof.py libero)."""
+"""One LIBERO task from scripted demonstrations (kind ``libero``): record on sampled init states, train,
+choose the checkpoint and closed-loop setting on held-out sampled states (val), test on the task's 50
+official init states."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from proof_common import BIN, budget, checkpoints, run, summary
+from .common import BIN, budget, checkpoints, run, summary
 
 
 RECIPES = {
     # OpenVLA-OFT's ingredients at tiny size (configs/policy/libero_oft.yaml): both cameras, the state
-    # through a projector, chunks of 8 decoded in parallel; the chunk runs open loop unless --agent says
+    # through a projector, chunks of 8 decoded in parallel; the chunk runs open loop unless `agents` says
     # otherwise. data.cameras is spelled out as the first runs had it (the default follows the policy).
     "oft": ["policy=libero_oft", "data.cameras=[agentview,wrist]"],
     # the previous proof's (OpenVLA / VST): the agentview image only, one action per call, autoregressive
@@ -113,9 +115,9 @@ def libero(a) -> dict:
 
 
 def _agents(a) -> list[tuple[str, str]]:
-    """``--agent NAME=k=v,k=v``: the closed-loop settings compared on val (default: the chunk open loop)."""
+    """``agents: [NAME=k=v,k=v]``: the closed-loop settings compared on val (default: the chunk open loop)."""
     out = []
-    for spec in a.agent or ["chunk=replan=0"]:
+    for spec in a.agents or ["chunk=replan=0"]:
         name, _, kvs = spec.partition("=")
         out.append((name, kvs))
     return out
@@ -123,7 +125,7 @@ def _agents(a) -> list[tuple[str, str]]:
 
 def _best(a, R: Path, val: dict) -> tuple[str, str] | None:
     """(checkpoint, agent setting) to test: the best on val (ties: the later checkpoint), or with
-    ``--select final`` the last checkpoint with the first setting, fixed before any result is seen."""
+    ``select: final`` the last checkpoint with the first setting, fixed before any result is seen."""
     names = [n for n, _ in _agents(a)]
     if a.select == "final":
         cks = checkpoints(R / "train")

@@ -1,6 +1,6 @@
-"""The CPU learning proof on the apartments (scripts/cpu_proof.py house): "go to the <object>".
+"""The apartments, "go to the <object>", with and without the map (kind ``house``).
 
-Behaviour cloning on the memory navigator's demonstrations (round 0), then ``--dagger`` rounds of
+Behaviour cloning on the memory navigator's demonstrations (round 0), then ``dagger`` rounds of
 DAgger: the round's learner drives on train apartments (trials no demonstration used), the memory
 navigator -- not privileged: its action is a function of the memory built from the very frames the
 learner sees -- labels every state (``agent=dagger``, ``record_keep=all``), and the next round trains
@@ -8,12 +8,12 @@ on everything so far, starting from the previous round's weights (``train.init_f
 get the same demonstrations, rounds, rollouts and steps. The checkpoint tested is the best round's
 final one on the val apartments; results are split by whether the target was in view at the start.
 
-``--house-recipe bins`` (the default) is what made the over-fit replay exact (docs/POLICY.md): the
+``house_recipe: bins`` (the default) is what made the over-fit replay exact (docs/experiments/house.md): the
 navigator decides on its map (no counted scan, a fresh frontier choice every step), the demonstrations
 are recorded through the policy's own bins (``agent.execute_bins=256`` with
 ``data.action_normalization=spec``), and both arms read the base's wheel odometry as a proprio token
-(``--house-proprio none`` leaves it out: the last motion predicts the next one so well that a learner
-copies it, see docs/POLICY.md);
+(``house_proprio: none`` leaves it out: the last motion predicts the next one so well that a learner
+copies it, see docs/experiments/house.md);
 ``plain`` is the first runs' recipe (``agent=memory`` demonstrations, recorded statistics);
 ``routes`` is ``bins`` with a teacher that drives by the memory's routes alone
 (``agent.follow=routes``, :mod:`vla.navigation.routes`) and a memory arm that reads the same
@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from proof_common import BIN, HOUSE_MEMORY, budget, checkpoints, only, run, summary
+from .common import BIN, HOUSE_MEMORY, budget, checkpoints, only, run, summary
 
 ARMS = {"memory": ["policy=house_memory", f"data.memory={HOUSE_MEMORY}"], "no_memory": ["policy=house"]}
 NAVIGATOR = "{initial_turns: 0, replan_every: 1, switch_margin_m: 0.0}"  # decides on its map, every step
@@ -54,7 +54,7 @@ RECIPES["routes_token"] = {
     **RECIPES["routes"],
     "memory_policy": ["policy.inputs.proprio=token", "policy.inputs.proprio_keys=[memory/routes]"],
 }
-# the policy's proprioception (a recipe's own, or --house-proprio): the base's last motion, or nothing
+# the policy's proprioception (a recipe's own, or house_proprio): the base's last motion, or nothing
 PROPRIO = {"motion": ["policy.inputs.proprio=token", "policy.inputs.proprio_keys=[sensors/motion]"], "none": []}
 
 
@@ -172,7 +172,7 @@ def _round(a, R: Path, env: list[str], common: list[str], arm: str, extra: list[
 
 
 def _learner(a, ck: Path) -> list[str]:
-    """A learned arm in a val or test rollout: its checkpoint, and ``--replan`` when set."""
+    """A learned arm in a val or test rollout: its checkpoint, and ``replan`` when set."""
     return ["agent=vla", f"agent.checkpoint={ck}", *([f"agent.replan={a.replan}"] if a.replan else [])]
 
 

@@ -1,4 +1,4 @@
-"""The CPU learning proof on GST questions as visual QA (scripts/cpu_proof.py gst).
+"""GST questions as visual QA, with and without the map (kind ``gst``).
 
 Both arms see the question's current view, map and options; the memory arm sees what its spatial
 memory made of the question's sensor stream -- the top-down map and the object table measured from
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from proof_common import BIN, _mean, budget, checkpoints, choose, only, run
+from .common import BIN, _mean, budget, checkpoints, choose, only, run
 
 EGO = ("EDv", "EDs", "EDistv", "EDists")  # answered by one row of the memory's object table
 # the memory arm's inputs (the stream cache's files are keyed by them; scripts/probe_gst_copy.py reads them too)
@@ -30,7 +30,7 @@ def _ego_mixture(questions: Path, weight: float, cache: Path | None) -> list[str
     """``data`` overrides that sample the egocentric subtasks' questions ``weight`` times as often as the
     whole set (a mixture of the two sources; ``[]`` when ``weight`` is 0)."""
     if weight < 0:
-        raise SystemExit(f"--gst-ego-weight must be >= 0, got {weight}")
+        raise SystemExit(f"gst_ego_weight must be >= 0, got {weight}")
     if not weight:
         return []
     part = f"kind: gst_qa, paths: [{questions}], val_fraction: 0" + (f", cache_dir: {cache}" if cache else "")

@@ -1,6 +1,6 @@
 """Does the policy act as it was trained? Replay a recorded demonstration's start in closed loop.
 
-    .venv/bin/python scripts/replay_check.py DEMO.hdf5 POLICY_DIR [--init-states sampled] [--replan 0] \\
+    .venv/bin/python -m vla.experiment.replay_check DEMO.hdf5 POLICY_DIR [--init-states sampled] [--replan 0] \\
         [--ensemble 0] [--memory-cache runs/replay_check/memory_cache] [--out runs/replay_check]
 
 A policy over-fitted to one demonstration, started from the same start (a LIBERO init state, an

@@ -1,5 +1,6 @@
-"""Shared pieces of the CPU learning proof (scripts/cpu_proof.py): running the project's own commands,
-reading their results, the shared training budget and the checkpoint choice."""
+"""What every experiment kind shares: running the project's own commands, reading their results, the
+training budget every arm shares and the checkpoint choice. ``a`` is the run: a recipe's options
+(:class:`vla.experiment.recipe.Options`) with its ``root`` and ``stage``."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ HOUSE_MEMORY = (
 
 def run(cmd: list[str], log: Path) -> None:
     """Run one of the project's commands, its output appended to ``log``. It runs in this process's
-    directory: a relative ``--root`` names the same place for the proof and its commands (and a docs
+    directory: a relative ``root`` names the same place for the experiment and its commands (and a docs
     check's scratch copy writes its own ``runs/``, never the repository's)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     print("$", " ".join(cmd), flush=True)
@@ -43,7 +44,7 @@ def budget(a, batch: int, val_every: int, keep: int | None = None) -> list[str]:
     """The training budget every arm of a proof shares: steps, batch, lr, checkpoints, validation.
     ``keep``: checkpoints kept (default: all ``a.checkpoints``; fewer still saves every steps/N, so a
     killed run resumes from its last quarter rather than from scratch), and a resume point every 100 steps
-    between them (``train.resume_every``), so a kill costs at most 100 steps. ``--train-embeddings``: the
+    between them (``train.resume_every``), so a kill costs at most 100 steps. ``train_embeddings``: the
     whole embedding matrix trains (``policy.freeze_embeddings=false``), not only the action rows."""
     return [
         *(["policy.freeze_embeddings=false"] if getattr(a, "train_embeddings", False) else []),
@@ -61,17 +62,17 @@ def budget(a, batch: int, val_every: int, keep: int | None = None) -> list[str]:
 
 
 def only(a, arms: dict) -> dict:
-    """The arms named by ``--arms`` (default: both): two processes can train one arm each at once."""
-    names = [n for n in a.arms.split(",") if n] if a.arms else list(arms)
+    """The arms the recipe's ``arms`` name (default: all): two processes can train one arm each at once."""
+    names = list(a.arms) or list(arms)
     unknown = sorted(set(names) - set(arms))
     if unknown:
-        raise SystemExit(f"--arms: unknown arm(s) {unknown}; this proof has {sorted(arms)}")
+        raise SystemExit(f"arms: unknown arm(s) {unknown}; this experiment has {sorted(arms)}")
     return {n: arms[n] for n in arms if n in names}
 
 
 def choose(a, train_out: Path, scores: dict, score) -> str | None:
     """The checkpoint an arm is tested with: the best on val (ties: the later one), or, with
-    ``--select final``, the last one -- fixed before any result is seen, for when val costs too much."""
+    ``select: final``, the last one -- fixed before any result is seen, for when val costs too much."""
     if a.select == "final":
         cks = checkpoints(train_out)
         return cks[-1].name if cks else None

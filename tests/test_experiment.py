@@ -1,0 +1,143 @@
+"""Named experiments (vla/experiment/, configs/experiment/): every recipe loads and has its own identity;
+options are checked; the test stage runs once per recipe identity unless forced, and each completed
+test is counted in the ledger; ``make proof`` is the named replay experiment."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from vla.experiment import cli, ledger
+from vla.experiment.recipe import RECIPES_DIR, load, names
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_named_recipe_loads_with_an_identity_of_its_own():
+    found = names()
+    assert {"replay_proof", "libero_object_oft_perturbed", "house_routes_token", "gst_qa_ego_embeddings"} <= set(found)
+    hashes = {load(n).content_hash(): n for n in found}
+    assert len(hashes) == len(found)  # two names for one recipe would split its test count
+    for n in found:
+        assert load(n).summary, f"{n}: a recipe says what it makes and where it is quoted"
+
+
+def test_the_identity_changes_with_the_recipe_not_with_how_it_runs():
+    base = load("libero_object_oft_perturbed")
+    assert load("libero_object_oft_perturbed", {"workers": 2}).content_hash() == base.content_hash()
+    assert load("libero_object_oft_perturbed", {"steps": 1000}).content_hash() != base.content_hash()
+    assert load("libero_object_oft").content_hash() != base.content_hash()  # only the arm noise differs
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["nope"], "no experiment 'nope'"),
+        (["house_bins", "stepz=3"], "stepz"),
+        (["house_bins", "select=best"], "'best'"),
+        (["gst_qa", "arms=[memroy]"], "memroy"),
+        (["house_bins", "house_recipe=bin"], "house_recipe"),
+        (["libero_object_oft", "recipe=pi0"], "recipe must be"),
+        (["libero_object_oft", "stage=tset"], "'tset'"),
+        (["libero_object_oft", "steps"], "KEY=VALUE"),
+        (["steps=3"], "usage"),
+    ],
+)
+def test_bad_command_lines_are_refused_with_what_is_wrong(argv, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        cli.options(argv)
+
+
+def test_the_makefile_proof_is_the_named_replay_experiment():
+    make = (ROOT / "Makefile").read_text()
+    assert re.search(r"^proof: setup\n\t\$\(VENV\)/bin/vla-experiment replay_proof root=\$\(PROOF\)\n", make, re.M)
+    assert (RECIPES_DIR / "replay_proof.yaml").exists()
+
+
+def _fake_kind(monkeypatch, result):
+    """The libero kind replaced by one that returns ``result`` and counts its calls (nothing runs)."""
+    calls = []
+
+    def libero(a):
+        calls.append(a.stage)
+        return result
+
+    monkeypatch.setattr("vla.experiment.libero.libero", libero)
+    return calls
+
+
+def test_a_recipe_is_tested_once_unless_forced_and_every_test_is_counted(tmp_path, monkeypatch):
+    calls = _fake_kind(monkeypatch, {"val": {"step_4-chunk": 0.9}, "test": {"success": 0.88, "episodes": 50}})
+    book = tmp_path / "uses.jsonl"
+    recipe = load("libero_object_oft_perturbed", {"steps": 8})
+    first = cli.run(recipe, "all", tmp_path / "r", ledger_path=book)
+    assert first["tests_before"] == 0 and calls == ["all"]
+    rows = ledger.read(book)
+    assert [(r["experiment"], r["hash"], r["forced"]) for r in rows] == [
+        ("libero_object_oft_perturbed", recipe.content_hash(), False)
+    ]
+    assert rows[0]["result"] == {"success": 0.88, "episodes": 50}
+    with pytest.raises(ledger.TestUsed, match="tested 1 time"):
+        cli.run(recipe, "test", tmp_path / "r2", ledger_path=book)
+    assert calls == ["all"]  # refused before anything ran
+    cli.run(recipe, "table", tmp_path / "r", ledger_path=book)  # reading the result again is no use
+    cli.run(recipe, "train", tmp_path / "r", ledger_path=book)  # neither is training
+    assert len(ledger.read(book)) == 1
+    again = cli.run(recipe, "test", tmp_path / "r2", force=True, ledger_path=book)
+    assert again["tests_before"] == 1 and [r["forced"] for r in ledger.read(book)] == [False, True]
+    other = load("libero_object_oft_perturbed", {"steps": 16})  # another recipe: its own count
+    res = cli.run(other, "test", tmp_path / "r3", ledger_path=book)
+    assert res["tests_before"] == 0 and res["test_set_uses_before"] == 2  # the same 50 official states
+    assert res["test_set"] == "libero/libero_object/task0/official"
+    saved = json.loads((tmp_path / "r" / "recipe.json").read_text())
+    assert saved["hash"] == recipe.content_hash() and saved["options"]["steps"] == 8
+
+
+def test_the_repository_ledger_names_todays_recipes():
+    """Every line of docs/experiments/test_uses.jsonl names a recipe and its current identity: a change
+    to a recipe or to an option's default changes the identity, and the ledger must say so deliberately
+    (else the old test would no longer refuse a re-test)."""
+    rows = ledger.read()
+    assert rows, "the ledger holds the tests run before the named recipes"
+    for r in rows:
+        recipe = load(r["experiment"])
+        assert (r["hash"], r["test_set"]) == (recipe.content_hash(), recipe.test_set()), r["experiment"]
+    assert len(ledger.uses(load("libero_object_oft_perturbed").content_hash())) == 2  # 44/50, then 43/50
+    assert len(ledger.set_uses("libero/libero_object/task0/official")) == 5  # L1, L2, L4-L6 (L3: openpi's loop)
+
+
+def test_an_unfinished_test_is_no_use(tmp_path, monkeypatch):
+    """A test stage that ends without a test result (killed, or nothing chosen on val) writes no line, so
+    running it again resumes instead of being refused."""
+    _fake_kind(monkeypatch, {"val": {}, "test": {}})
+    book = tmp_path / "uses.jsonl"
+    recipe = load("libero_object_oft", {"steps": 8})
+    cli.run(recipe, "test", tmp_path / "r", ledger_path=book)
+    cli.run(recipe, "test", tmp_path / "r", ledger_path=book)
+    assert ledger.read(book) == []
+
+
+def test_the_replay_proof_is_a_pipeline_check_with_no_test_set(tmp_path, monkeypatch):
+    runs = []
+    monkeypatch.setattr("vla.experiment.replay.replay", lambda a: runs.append(a.stage) or {"test": {"ok": True}})
+    book = tmp_path / "uses.jsonl"
+    for _ in range(2):
+        cli.run(load("replay_proof"), "all", tmp_path / "r", ledger_path=book)
+    assert runs == ["all", "all"] and ledger.read(book) == []
+
+
+def test_the_command_line_reaches_the_recipe_and_its_root(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_run(recipe, stage, root, force=False, ledger_path=None):
+        seen.update(name=recipe.name, stage=stage, root=root, force=force, steps=recipe.options.steps)
+        return {}
+
+    monkeypatch.setattr(cli, "run", fake_run)
+    assert cli.main(["house_bins", "stage=train", "steps=40", "force=true", f"root={tmp_path}"]) == 0
+    assert seen == {"name": "house_bins", "stage": "train", "root": tmp_path, "force": True, "steps": 40}
+    assert cli.main(["house_bins"]) == 0 and seen["root"] == Path("runs/experiments/house_bins")
+    assert cli.main(["house_bins", "stepz=1"]) == 2

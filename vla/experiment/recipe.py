@@ -1,0 +1,158 @@
+"""A named experiment: a recipe in ``configs/experiment/<name>.yaml`` (docs/experiments/README.md).
+
+A recipe says everything a result depends on: the kind of experiment (``libero``: one LIBERO task from
+scripted demonstrations; ``house``: "go to the <object>" in the apartments with and without the map;
+``gst``: GST questions as visual QA with and without the map; ``replay``: one demonstration over-fitted
+and replayed), its demonstrations, arms, training budget, selection rule and val and test sets, as the
+fields of :class:`Options`. The file holds only what differs from the defaults::
+
+    # libero_object task 0 from 50 demonstrations, OpenVLA-OFT's ingredients (docs/RESULTS.md 1.2)
+    kind: libero
+    options: {suite: libero_object, task: 0, recipe: oft, demos: 50}
+
+Its identity is :func:`content_hash`: the kind and every option, defaults included, but not how it is
+run (``workers``). The test stage runs once per identity (``vla.experiment.ledger``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vla_common.strict import from_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPES_DIR = ROOT / "configs" / "experiment"
+KINDS = ("libero", "house", "gst", "replay")
+STAGES = ("all", "record", "train", "select", "test", "table")
+EXECUTION = ("workers",)  # how a recipe runs, not what it is: outside its identity
+
+
+@dataclass
+class Options:
+    """Every knob of an experiment, with its default. Which kind reads which is said per field."""
+
+    # all kinds
+    steps: int = 2000  # training steps (house: round 0's; replay: the over-fit's)
+    lr: float = 5e-4
+    batch_size: int = 16  # replay only (the proofs' kinds fix theirs: 16, GST 8)
+    select: str = "val"  # val: the checkpoint chosen on val | final: the last one, fixed before any result
+    checkpoints: int = 4  # checkpoints per arm (every steps/N), chosen on val
+    arms: list[str] = field(default_factory=list)  # house, gst: the arms run (default: memory and no_memory)
+    train_embeddings: bool = False  # the whole embedding matrix trains, not only the action rows
+    init_from: str | None = None  # libero, house: start from these weights (a stage-1 checkpoint)
+    workers: int = 1  # rollout worker processes (execution only)
+    # house
+    scenes: int = 80  # train apartments recorded (2 episodes each)
+    dagger: int = 1  # DAgger rounds after behaviour cloning
+    dagger_scenes: int = 40  # train apartments rolled out per round
+    dagger_steps: int = 1000  # training steps of each DAgger round
+    house_chunk: int = 4  # actions per prediction (parallel decoding)
+    replan: int = 0  # the learned arms' agent.replan in val and test (0: each chunk to its end)
+    house_recipe: str = "bins"  # bins | plain | routes | routes_token (vla/experiment/house.py)
+    house_proprio: str | None = None  # motion | none (default: the recipe's)
+    val_scenes: int = 10  # house, gst: val apartments
+    test_scenes: int = 20  # house, gst: test apartments
+    # gst
+    train_scenes: int = 40  # train apartments of the question set
+    gst_ego_weight: float = 0.0  # the four egocentric subtasks sampled this many times as often (0: the set alone)
+    # libero, replay
+    suite: str = "libero_object"
+    task: int = 0
+    recipe: str = "oft"  # oft | openvla: the policy's inputs and decoding (vla/experiment/libero.py)
+    demos: int = 50  # training demonstrations (sampled init states; replay: 1)
+    val_demos: int = 6  # demonstrations held out for the val loss
+    record_first: int = 0  # first sampled init state recorded
+    arm_init_noise: float = 0.0  # env.arm_init_noise of the recorded and val states
+    val_first: int = 1000  # first sampled init state of the val rollouts
+    val_trials: int = 10  # val rollouts per checkpoint and setting
+    agents: list[str] = field(default_factory=list)  # NAME=k=v,...: closed-loop settings compared on val
+
+    def __post_init__(self) -> None:
+        if self.select not in ("val", "final"):
+            raise ValueError(f"select must be 'val' or 'final', got {self.select!r}")
+        for name in ("steps", "checkpoints", "workers"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.steps % self.checkpoints:
+            raise ValueError(f"steps ({self.steps}) must be a multiple of checkpoints ({self.checkpoints})")
+        if self.gst_ego_weight < 0:
+            raise ValueError(f"gst_ego_weight must be >= 0, got {self.gst_ego_weight}")
+        self.arms, self.agents = list(self.arms), list(self.agents)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    kind: str
+    options: Options
+    summary: str = ""  # one line: what result it makes, where it is quoted
+
+    def identity(self) -> dict[str, Any]:
+        opts = {k: v for k, v in asdict(self.options).items() if k not in EXECUTION}
+        return {"kind": self.kind, "options": opts}
+
+    def test_set(self) -> str:
+        """The test set the recipe's test stage uses: several recipes share one (docs/RESULTS.md counts a
+        test set's uses across all of them)."""
+        o = self.options
+        if self.kind in ("libero", "replay"):
+            where = "official" if self.kind == "libero" else f"sampled{o.record_first}"  # replay: its own demo
+            return f"libero/{o.suite}/task{o.task}/{where}"
+        return f"{self.kind}/test/{o.test_scenes}"  # the first N test apartments (house: stop protocol)
+
+    def content_hash(self) -> str:
+        text = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def names() -> list[str]:
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+
+
+def load(name: str, overrides: dict[str, Any] | None = None, directory: Path = RECIPES_DIR) -> Recipe:
+    """The recipe ``name``, with ``overrides`` of its options (a different recipe unless they are
+    execution settings: its hash changes)."""
+    path = Path(directory) / f"{name}.yaml"
+    if not path.is_file():
+        raise ValueError(f"no experiment {name!r}; the named ones: {names()} ({RECIPES_DIR})")
+    raw = yaml.safe_load(path.read_text()) or {}
+    unknown = sorted(set(raw) - {"kind", "options", "summary"})
+    if unknown:
+        raise ValueError(f"{path}: unknown key(s) {unknown}; a recipe has kind, summary and options")
+    kind = raw.get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"{path}: kind must be one of {KINDS}, got {kind!r}")
+    opts = {**(raw.get("options") or {}), **(overrides or {})}
+    recipe = Recipe(name, kind, from_dict(Options, opts, f"experiment {name!r}"), str(raw.get("summary", "")))
+    check(recipe)
+    return recipe
+
+
+def check(recipe: Recipe) -> None:
+    """What an option's value must be for the recipe's kind (the kinds' own tables)."""
+    from .house import ARMS, PROPRIO
+    from .house import RECIPES as HOUSE_RECIPES
+    from .libero import RECIPES as LIBERO_RECIPES
+
+    o = recipe.options
+    unknown = sorted(set(o.arms) - set(ARMS))
+    if unknown and recipe.kind in ("house", "gst"):
+        raise ValueError(
+            f"experiment {recipe.name!r}: unknown arm(s) {unknown}; a {recipe.kind} experiment has {sorted(ARMS)}"
+        )
+    if o.recipe not in LIBERO_RECIPES:
+        raise ValueError(f"recipe must be one of {sorted(LIBERO_RECIPES)}, got {o.recipe!r}")
+    if o.house_recipe not in HOUSE_RECIPES:
+        raise ValueError(f"house_recipe must be one of {sorted(HOUSE_RECIPES)}, got {o.house_recipe!r}")
+    if o.house_proprio is not None and o.house_proprio not in PROPRIO:
+        raise ValueError(f"house_proprio must be one of {sorted(PROPRIO)} or null, got {o.house_proprio!r}")
+
+
+def option_names() -> list[str]:
+    return [f.name for f in fields(Options)]
