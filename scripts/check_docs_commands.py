@@ -82,7 +82,7 @@ SCRIPT_ARGS = {  # the smallest arguments of each documented script (appended; a
     "scripts/gst_table.py": "",
     "scripts/openpi_libero_eval.py": "--trials 1 --resolution 64",
     "scripts/perturb_sweep.py": "--trials 1 --factors robot --levels 1",
-    "scripts/probe_gst_copy.py": "--steps 2 --batch 2 --eval-every 2",
+    "analyses/probe_gst_copy.py": "--steps 2 --batch 2 --eval-every 2",
 }
 
 
@@ -150,7 +150,9 @@ def is_command(text: str) -> bool:
     if re.search(r"\b(sbatch|srun)\b", t):
         return True
     p = program(t)
-    return bool(p) and (p.split()[0] in PROGRAMS or (p.startswith("scripts/") and p.endswith((".py", ".sh"))))
+    return bool(p) and (
+        p.split()[0] in PROGRAMS or (p.startswith(("scripts/", "analyses/")) and p.endswith((".py", ".sh")))
+    )
 
 
 def extract(files: list[str] = DOCS) -> list[Block]:
@@ -186,7 +188,9 @@ def extract(files: list[str] = DOCS) -> list[Block]:
     return blocks
 
 
-INLINE = re.compile(r"`((?:[A-Z_]+=\S+ )*(?:\.venv/bin/)?(?:python scripts/\S+\.py|vla-[a-z]+ [^`]*\bout=)[^`]*)`")
+INLINE = re.compile(
+    r"`((?:[A-Z_]+=\S+ )*(?:\.venv/bin/)?(?:python (?:scripts|analyses)/\S+\.py|vla-[a-z]+ [^`]*\bout=)[^`]*)`"
+)
 
 
 def _inline(name: str, lines: list[str]) -> list[Block]:

@@ -12,7 +12,7 @@
 * ``vla-query``: :func:`vla.serve.cli.query_args` (its argparse parser and usage rules);
 * ``vla-experiment``: :func:`vla.experiment.cli.options` (the named recipe loaded, its option overrides
   and stage checked);
-* ``scripts/X.py`` and ``python -m vla.X``: the script's own argparse parser. A script that checks
+* ``scripts/X.py``, ``analyses/X.py`` and ``python -m vla.X``: the script's own argparse parser. A script that checks
   more than argparse does (choices in a comma list, ``key=value`` arguments) defines
   ``parse_args(argv)`` -- what its ``main`` parses and checks before any work -- and that is called;
   otherwise its ``main(argv)`` runs until its first ``ArgumentParser.parse_args`` returns, and stops
@@ -52,7 +52,7 @@ def kind(program: str) -> str | None:
     """What :func:`check` checks of a program (``vla-rollout``, ..., ``script``, ``python -m``); None: nothing."""
     if program in COMPOSED or program in ("vla-data", "vla-query", "vla-merge", "vla-experiment"):
         return program
-    if program.startswith("scripts/") and program.endswith(".py"):
+    if program.startswith(("scripts/", "analyses/")) and program.endswith(".py"):
         return "script"
     if program.startswith("python -m vla."):
         return "python -m"

@@ -17,12 +17,15 @@ def repo_root() -> Path:
 
 
 def load_script(name: str):
-    """A script of ``scripts/`` as a module (``load_script("gst_table")``), registered in sys.modules."""
+    """A script of ``scripts/`` (or a one-off of ``analyses/``) as a module (``load_script("gst_table")``),
+    registered in sys.modules."""
     import importlib.util
 
     if str(ROOT / "scripts") not in sys.path:  # as running it would: its sibling scripts import by name
         sys.path.insert(0, str(ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    path = ROOT / "scripts" / f"{name}.py"
+    path = path if path.exists() else ROOT / "analyses" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = sys.modules[name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

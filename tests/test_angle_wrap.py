@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCANNED = ("vla_common", "spatial_memory", "envs", "vla", "scripts")
+SCANNED = ("vla_common", "spatial_memory", "envs", "vla", "scripts", "analyses")
 HELPERS = {("spatial_memory/geometry.py", "wrap_angle"), ("spatial_memory/geometry.py", "wrap_deg")}
 FULL_TURNS = (2 * math.pi, 360.0)
 HALF_TURNS = (math.pi, 180.0)

@@ -1,4 +1,4 @@
-"""scripts/drift_prior_sweep.py: the scaled drift prior reaches the memory the GST answerer builds."""
+"""analyses/drift_prior_sweep.py: the scaled drift prior reaches the memory the GST answerer builds."""
 
 import pytest
 

@@ -213,13 +213,13 @@ def test_some_subtasks_kept_and_weighted_up_in_a_mixture(gst, tmp_path):
 
 
 def test_the_copy_probe_reads_the_answer_off_the_memory_table(gst, tmp_path):
-    """scripts/probe_gst_copy.py: the egocentric questions' object table holds their answer in its
+    """analyses/probe_gst_copy.py: the egocentric questions' object table holds their answer in its
     ``[target]`` row (gt perception: the rule scores 100, as the memory agent does), and two steps of the
     text-only probe run and score every val question as the benchmark does."""
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyses"))
     from probe_gst_copy import EGO, main
 
     root = tmp_path / "proof"

@@ -1,4 +1,4 @@
-"""scripts/house_labels.py: the apartment demonstrations' labels sorted by what the memory's table says."""
+"""analyses/house_labels.py: the apartment demonstrations' labels sorted by what the memory's table says."""
 
 import subprocess
 import sys
@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import ROOT, VENV_BIN, cli_env
 
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "analyses"))
 
 from house_labels import label_stats, lead_route, lead_row  # noqa: E402
 
@@ -119,7 +119,7 @@ def test_a_training_runs_data_is_read_with_its_memory_inputs(tmp_path):
             timeout=600,
         )
         assert r.returncode == 0, r.stderr[-3000:]
-    script = [sys.executable, str(ROOT / "scripts" / "house_labels.py")]
+    script = [sys.executable, str(ROOT / "analyses" / "house_labels.py")]
     r = subprocess.run(
         [*script, str(tmp_path / "mem"), "--json", str(tmp_path / "s.json")],
         capture_output=True,

@@ -93,7 +93,7 @@ def test_memory_inputs_are_built_by_the_policy_s_one_factory():
     root = Path(__file__).resolve().parents[1]
     home = {"vla/policy/__init__.py", "vla/transforms/memory.py"}
     found = []
-    for package in ("vla", "envs", "spatial_memory", "scripts"):
+    for package in ("vla", "envs", "spatial_memory", "scripts", "analyses"):
         for f in sorted((root / package).rglob("*.py")):
             rel = f.relative_to(root).as_posix()
             if rel in home:

@@ -1,4 +1,4 @@
-"""scripts/stage2_table.py: the counts it reads from a proof's directories and its intervals."""
+"""analyses/stage2_table.py: the counts it reads from a proof's directories and its intervals."""
 
 import json
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from .common import BIN, _mean, budget, checkpoints, choose, only, run
 
 EGO = ("EDv", "EDs", "EDistv", "EDists")  # answered by one row of the memory's object table
-# the memory arm's inputs (the stream cache's files are keyed by them; scripts/probe_gst_copy.py reads them too)
+# the memory arm's inputs (the stream cache's files are keyed by them; analyses/probe_gst_copy.py reads them too)
 MEMORY = {"inputs": ["topdown", "objects", "text"], "map_level": "easy", "map_size": [112, 112], "max_objects": 8}
 
 

@@ -7,7 +7,7 @@ agent on one question set with that prior scaled (the per-motion sigmas and the 
 four together) while the simulated odometry stays as it is, and prints the table of
 docs/BENCHMARKS.md with one row per run (``scripts/gst_table.py``):
 
-    .venv/bin/python scripts/drift_prior_sweep.py --questions runs/gst/test5 --out runs/drift_prior \\
+    .venv/bin/python analyses/drift_prior_sweep.py --questions runs/gst/test5 --out runs/drift_prior \\
         [--profiles realistic,harsh] [--scales 0.5,1,2]
 
 Each run is ``vla-gst eval agent=memory perception=P +agent.memory_overrides.drift={...}`` (printed

@@ -10,7 +10,7 @@ train questions of those subtasks, and scores greedy answers on the val question
 size before a full arm pays for them with images. The table is the one training and the learned agent
 read (:class:`~vla.policy.stream_memory.StreamMemoryCache`, the GST proof's memory config and cache).
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/probe_gst_copy.py --root runs/proof/gst5 --steps 1000
+    OMP_NUM_THREADS=1 .venv/bin/python analyses/probe_gst_copy.py --root runs/proof/gst5 --steps 1000
 """
 
 from __future__ import annotations

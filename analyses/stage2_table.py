@@ -4,7 +4,7 @@ Each arm is a root of a ``libero`` experiment (``vla-experiment``) (``<root>/val
 checkpoint, ``<root>/test/summary.json`` for the chosen one), or, for a run whose directory is not on
 this machine, its counts written out (``name=500:4/10,1000:6/10;test=44/50``, as recorded in the docs)::
 
-    .venv/bin/python scripts/stage2_table.py --arm tuned=runs/s26/vla_tuned --arm control=runs/s26/vla_control \\
+    .venv/bin/python analyses/stage2_table.py --arm tuned=runs/s26/vla_tuned --arm control=runs/s26/vla_control \\
         --arm "scratch=500:4/10,1000:6/10,1500:7/10,2000:9/10;test=44/50" --out docs/img/s26_stage2_curves.png
 
 Prints a markdown table (successes, rate and its 95 % Wilson interval per checkpoint on val and for

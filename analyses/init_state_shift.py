@@ -4,7 +4,7 @@ A policy trained on demonstrations from sampled init states is tested on the off
 shows whether the two place the objects alike. For each state it resets the task (no rendering,
 the protocol's settling steps included) and reads every object's position and the hand's:
 
-    .venv/bin/python scripts/init_state_shift.py --suite libero_object --task 0 \
+    .venv/bin/python analyses/init_state_shift.py --suite libero_object --task 0 \
         --official 50 --sampled 56 --out runs/init_shift/libero_object_0
 
 ``--arm-init-noise 0.02`` samples the arm's start as the official states' recording did (robosuite's

@@ -11,7 +11,7 @@ it is near) can be learnt by reading the table; one that is not needs more than 
 docs/NAVIGATION.md): its labels should turn towards that route's side. In the tables, "in the table"
 then means "a route". Example (the apartments experiment's memory arm, docs/experiments/house.md)::
 
-    .venv/bin/python scripts/house_labels.py runs/proof/house3/train/memory/round0
+    .venv/bin/python analyses/house_labels.py runs/proof/house3/train/memory/round0
 """
 
 from __future__ import annotations
