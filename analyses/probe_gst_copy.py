@@ -8,7 +8,7 @@ only: tens of samples per second) on ``<question prompt> Memory: <table> Answer:
 train questions of those subtasks, and scores greedy answers on the val questions as the benchmark does
 (``vla.gst.score.score_one``) every ``--eval-every`` steps. It says how many samples copying needs at this
 size before a full arm pays for them with images. The table is the one training and the learned agent
-read (:class:`~vla.policy.stream_memory.StreamMemoryCache`, the GST proof's memory config and cache).
+read (:class:`~vla.policy.question_map.StreamMemoryCache`, the GST proof's memory config and cache).
 
     OMP_NUM_THREADS=1 .venv/bin/python analyses/probe_gst_copy.py --root runs/proof/gst5 --steps 1000
 """
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     from vla.config import CONFIG_DIR
     from vla.gst.score import score_one
     from vla.policy.backbone import shipped_tokenizer_dir
-    from vla.policy.stream_memory import StreamMemoryCache
+    from vla.policy.question_map import StreamMemoryCache
 
     torch.set_num_threads(a.threads)
     root = Path(a.root)

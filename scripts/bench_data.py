@@ -69,7 +69,7 @@ def main() -> None:
     os.environ.setdefault("MUJOCO_GL", "egl")
     os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
     from vla.data import DemoSource, MemoryCache
-    from vla.transforms.memory import MemoryInputsConfig
+    from vla.transforms.map_inputs import MemoryInputsConfig
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_data_"))
     try:

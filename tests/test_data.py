@@ -19,7 +19,7 @@ from vla.data import DemoSource, GSTQASource, MemoryCache, Mixture, Sample, Samp
 from vla.data.split import split_episodes
 from vla.rollout.record import DemoRecorder, merge_demos
 from vla.rollout.runtime import Subscriber, run_episode
-from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
+from vla.transforms.map_inputs import MemoryInputs, MemoryInputsConfig
 
 HOUSE = {"name": "house", "seed": 900001, "use_meshes": False, "width": 64, "height": 64, "max_steps": 60}
 MEMORY = MemoryInputsConfig(map_size=(64, 64), inputs=("topdown", "objects", "text", "routes"))  # every group

@@ -65,7 +65,7 @@ def test_the_routes_recipe_labels_with_the_route_follower_and_gives_the_memory_a
     """``house_recipe: routes``: the demonstrations are recorded with the route follower as the
     teacher, both arms train on them, and the memory arm's memory inputs carry the routes (what the
     teacher acts on); the commands are captured, not run, and composed as the tools read them."""
-    from vla.transforms.memory import MemoryInputsConfig
+    from vla.transforms.map_inputs import MemoryInputsConfig
 
     house, seen, args = _captured_house(tmp_path, monkeypatch, stage="record")
     house.house(args)

@@ -76,7 +76,7 @@ def test_the_control_answers_from_its_one_frame_and_nothing_seen_before(qdir, co
 
 
 def test_the_memory_agent_option_selects_the_control_and_refuses_other_values():
-    from vla.agents.memory import MemoryAgent
+    from vla.agents.map_agent import MemoryAgent
 
     assert MemoryAgent(answer_from="frame").memory_answers.answerer().cfg.frame_only is True
     assert MemoryAgent().memory_answers.answerer().cfg.frame_only is False

@@ -1,5 +1,5 @@
 """GST question sets as training samples (``GSTQASource``) and the fused memory of their sensor streams
-(``vla.policy.stream_memory``): what a model is shown, the answer it is taught, and each stream fused
+(``vla.policy.question_map``): what a model is shown, the answer it is taught, and each stream fused
 once -- in memory, on disk, never stale."""
 
 import json
@@ -11,10 +11,10 @@ import pytest
 
 from envs.observation import Observation
 from vla.data import GSTQASource
-from vla.policy.stream_memory import StreamMemoryCache, question_entries, stream_memory_entries
+from vla.policy.question_map import StreamMemoryCache, question_entries, stream_memory_entries
 from vla.questions.question import load_questions, load_stream, save_stream
 from vla.questions.subtasks import SUBTASKS
-from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
+from vla.transforms.map_inputs import MemoryInputs, MemoryInputsConfig
 
 
 def expected_answer(q) -> str:

@@ -28,7 +28,8 @@ PACKAGES = ("vla_common", "spatial_memory", "envs", "vla")  # lowest first: a pa
 # vla's lower parts: what each may import of vla, besides itself (anything of envs and spatial_memory)
 VLA_BELOW = {
     "vla.actions": set(),
-    "vla.questions": set(),  # GST's questions, answers and the memory's answerer; the harness (vla.gst) is above
+    "vla.questions": set(),  # GST's questions, answers and the memory's answerer, and the spatial-perception
+    #                          questions (perception/); the harnesses (vla.gst, vla-data spatial) are above
     "vla.navigation": set(),  # the navigator's grid and planner on the memory's map (envs and spatial_memory only)
     "vla.transforms": {"vla.actions", "vla.navigation"},  # the routes a policy reads (the routes memory input)
     "vla.policy": {"vla.actions", "vla.transforms", "vla.questions"},  # a question's inputs for the policy
@@ -116,7 +117,7 @@ def _top(module: str) -> str:
 
 
 def _part(module: str) -> str:
-    """The part of vla a module belongs to: ``vla.agents`` for ``vla.agents.memory``."""
+    """The part of vla a module belongs to: ``vla.agents`` for ``vla.agents.map_agent``."""
     return ".".join(module.split(".")[:2])
 
 

@@ -165,7 +165,7 @@ def test_learned_profile_composes_in_the_rollout_gst_and_serve_configs(tmp_path)
 
 
 def test_memory_agent_builds_for_learned_sensors():
-    from vla.agents.memory import MemoryAgent
+    from vla.agents.map_agent import MemoryAgent
 
     agent = MemoryAgent(perception="learned")
     assert agent.navigator.config.min_obstacle_hits == 1

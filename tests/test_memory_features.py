@@ -1,4 +1,4 @@
-"""A proprio feature the memory computes is one entry of ``MEMORY_FEATURES`` (vla/transforms/memory.py,
+"""A proprio feature the memory computes is one entry of ``MEMORY_FEATURES`` (vla/transforms/map_inputs.py,
 docs/ARCHITECTURE.md §11): the policy's input checks, its proprio vector, the memory groups it asks for
 and training's proprio statistics all read that table -- no special case elsewhere."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vla.transforms import memory as mem
+from vla.transforms import map_inputs as mem
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The memory as a policy input (vla/transforms/memory.py) on the synthetic two-room apartment: the
+"""The memory as a policy input (vla/transforms/map_inputs.py) on the synthetic two-room apartment: the
 object table's directions and distances against the scene's geometry, named objects first, and the
 heading-up map (ego_up) that puts what lies ahead above the agent."""
 
@@ -12,7 +12,7 @@ import pytest
 from envs.observation import Observation
 from spatial_memory.geometry import pose_from_xy_yaw
 from spatial_memory.synthetic import apartment_scene, default_camera
-from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
+from vla.transforms.map_inputs import MemoryInputs, MemoryInputsConfig
 
 
 def _look(inputs, scene, x, y, yaw, instruction, n=8):
@@ -91,7 +91,7 @@ def test_memory_inputs_are_built_by_the_policy_s_one_factory():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    home = {"vla/policy/__init__.py", "vla/transforms/memory.py"}
+    home = {"vla/policy/__init__.py", "vla/transforms/map_inputs.py"}
     found = []
     for package in ("vla", "envs", "spatial_memory", "scripts", "analyses"):
         for f in sorted((root / package).rglob("*.py")):

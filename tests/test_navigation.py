@@ -1,4 +1,4 @@
-"""The memory navigator (vla/navigation/) and the memory agent shell (vla/agents/memory.py).
+"""The memory navigator (vla/navigation/) and the memory agent shell (vla/agents/map_agent.py).
 
 Planner, frontier and visibility pieces on synthetic grids with known answers; the free-space rays
 and a closed loop on the synthetic two-room apartment of ``spatial_memory.synthetic`` (ray-cast
@@ -328,7 +328,7 @@ def test_closed_loop_synthetic_apartment(target, start):
 def test_memory_agent_reads_only_the_action_space():
 
     from vla.agents import make_agent
-    from vla.agents.memory import MemoryAgent
+    from vla.agents.map_agent import MemoryAgent
 
     spec = _spec(low=[-0.2, -0.1, -0.3], high=[0.2, 0.1, 0.3])
     agent = make_agent({"name": "memory", "navigator": {"approach_m": 0.6}})
@@ -367,7 +367,7 @@ def test_memory_agent_holds_still_with_an_arm_action_space():
     from envs.base import Observation
     from spatial_memory.geometry import look_at
     from spatial_memory.synthetic import default_camera, tabletop_scene
-    from vla.agents.memory import MemoryAgent
+    from vla.agents.map_agent import MemoryAgent
 
     agent = MemoryAgent()
     agent.reset("put the mug on the plate", _spec([-1.0] * 7, [1.0] * 7, names=[f"a{i}" for i in range(7)]))
@@ -419,7 +419,7 @@ def _spec(low, high, names=("forward_m", "left_m", "yaw_rad")):
 def test_house_episode_reaches_a_nearby_target():
     """Real env, real memory: the agent gets the env's spec only and reaches the target."""
     from envs.registry import make_env
-    from vla.agents.memory import MemoryAgent
+    from vla.agents.map_agent import MemoryAgent
     from vla.config import compose
 
     env_cfg = compose("rollout", ["env=house"])["env"]
@@ -474,7 +474,7 @@ def test_navigation_benchmark():
     import os
 
     from envs.registry import make_env
-    from vla.agents.memory import MemoryAgent
+    from vla.agents.map_agent import MemoryAgent
     from vla.agents.scripted import ScriptedAgent
     from vla.config import compose
 
@@ -512,7 +512,7 @@ def test_harsh_sensors_need_more_obstacle_evidence():
     """Under ``harsh`` an obstacle voxel needs 3 hits before the grid blocks it (the noisy depth scatters
     single-hit voxels through free space, and their inflation walled the base in); other profiles keep 1,
     and a value set explicitly stays."""
-    from vla.agents.memory import MemoryAgent
+    from vla.agents.map_agent import MemoryAgent
 
     def hits(**options) -> int:
         return MemoryAgent(**options).navigator.config.min_obstacle_hits
@@ -528,7 +528,7 @@ def test_harsh_sensors_need_more_obstacle_evidence():
 def test_harsh_grid_drops_obstacle_specks():
     """Under ``harsh`` obstacle patches of fewer than 10 cells are depth noise (each one's lethal disc closed
     corridors); walls and furniture stay. Other profiles keep every cell; a value set explicitly stays."""
-    from vla.agents.memory import MemoryAgent
+    from vla.agents.map_agent import MemoryAgent
     from vla.navigation.grid import drop_specks
 
     def cells(**options) -> int:

@@ -149,7 +149,7 @@ def test_the_policy_owns_its_memory_inputs(tmp_path):
     directory alone, the same in every place that runs it; a policy without memory inputs has none."""
     from vla.policy import memory_inputs, read_policy_config
     from vla.policy.config import POLICY_FILE
-    from vla.transforms.memory import MemoryInputsConfig
+    from vla.transforms.map_inputs import MemoryInputsConfig
 
     cfg = compose("train", ["model=tiny_qwen2_5_vl", "policy=house_memory"])
     pcfg = PolicyConfig.from_dict(cfg["policy"])
@@ -371,7 +371,7 @@ def test_the_object_table_jitter_rewrites_its_numbers_in_training_only():
     text, and inference (no rng) reads the table as given."""
     from envs.registry import make_env
     from vla.policy.inputs import InputConfig, InputTransform, JitterTable
-    from vla.transforms.memory import MemoryInputs
+    from vla.transforms.map_inputs import MemoryInputs
 
     env = make_env({"name": "house", "seed": 900001, "max_steps": 4, "use_meshes": False, "width": 96, "height": 96}, 0)
     try:

@@ -31,7 +31,7 @@ def test_the_targets_route_drives_as_the_navigator_does():
     """The navigator that replans every step (map-deciding: no look-around, no hysteresis) drives; at
     every step it heads for the target along a fresh path, before any bump, the action towards the
     target route's point is the navigator's own, to the bit (same layers, grid, planner, pursuit)."""
-    from vla.agents.memory import MemoryAgent
+    from vla.agents.map_agent import MemoryAgent
     from vla.navigation.routes import MapRoutes
 
     env = _env()
@@ -65,7 +65,7 @@ def test_the_targets_route_drives_as_the_navigator_does():
 
 def test_the_route_follower_reaches_a_nearby_target_and_stops():
     """``agent.follow=routes`` on a real apartment with the stop protocol: success needs the stop."""
-    from vla.agents.memory import MemoryAgent
+    from vla.agents.map_agent import MemoryAgent
 
     env = _env(stop=True)
     try:
@@ -89,7 +89,7 @@ def test_routes_as_memory_inputs():
     """With ``routes`` the memory inputs carry the routes and their words after the table; nothing to
     route to before the first frame, no target route for an instruction without a target."""
     from vla.navigation.routes import MapRoutes
-    from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
+    from vla.transforms.map_inputs import MemoryInputs, MemoryInputsConfig
 
     env = _env()
     try:
@@ -105,7 +105,7 @@ def test_routes_as_memory_inputs():
         assert len(m["routes/direction_deg"]) == len(m["routes/length_m"]) == len(kinds)
         assert m["text"].split("; routes: ")[1].count(" m") == len(kinds)
         assert np.all(np.abs(m["routes/direction_deg"]) <= 180) and np.all(m["routes/length_m"] >= 0)
-        from vla.transforms.memory import route_features
+        from vla.transforms.map_inputs import route_features
 
         f = route_features({f"memory/{k}": v for k, v in m.items()})  # what a proprio token reads of them
         lead = np.radians(float(m["routes/direction_deg"][0]))
@@ -145,7 +145,7 @@ def test_route_features_are_the_rows_as_numbers():
     """``proprio_keys=[memory/routes]``: per route [present, is target, sin, cos, length / 5 m capped at 1],
     the first two routes, then the target's table row [present, sin, cos, distance / 5 m]."""
     from vla.policy.inputs import InputConfig, proprio_vector
-    from vla.transforms.memory import ROUTE_FEATURES_DIM, route_features
+    from vla.transforms.map_inputs import ROUTE_FEATURES_DIM, route_features
 
     d = _rows(
         ["target", "frontier", "frontier"],
@@ -174,7 +174,7 @@ def test_proprio_statistics_pass_the_route_features_through():
     """The routes' columns need no statistics (already in [-1, 1]): fixed bounds, mask False, so the
     normalisation leaves them as they are; a data key beside them keeps its own statistics, in order."""
     from vla.train.data import proprio_statistics
-    from vla.transforms.memory import ROUTE_FEATURES_DIM
+    from vla.transforms.map_inputs import ROUTE_FEATURES_DIM
 
     class Episodes:  # a source as the loader sees one: a key, a length and its states by key
         key = "house"

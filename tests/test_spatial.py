@@ -1,4 +1,4 @@
-"""Spatial-perception questions (``vla.spatial``): every answer checked against geometry computed here,
+"""Spatial-perception questions (``vla.questions.perception``): every answer checked against geometry computed here,
 independently of the generator (depth image, instance masks, the poses the test chose), plus
 scoring, resume and bad input."""
 
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from vla.spatial import generate as G
-from vla.spatial.questions import UNIFIED_FOVY_DEG, View, colour_name, motion_question, view_questions
-from vla.spatial.tasks import (
+from vla.data import spatial_generate as G
+from vla.questions.perception.questions import UNIFIED_FOVY_DEG, View, colour_name, motion_question, view_questions
+from vla.questions.perception.tasks import (
     COLOURS,
     CONTROL_TASKS,
     TASKS,

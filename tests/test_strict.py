@@ -17,7 +17,7 @@ CONFIGS = [
     "spatial_memory.memory_config:MemoryConfig",
     "spatial_memory.drift:DriftConfig",
     "vla.navigation.config:NavigatorConfig",
-    "vla.transforms.memory:MemoryInputsConfig",
+    "vla.transforms.map_inputs:MemoryInputsConfig",
     "vla.serve.config:ServeConfig",
     "vla.policy.backbone:ModelConfig",
     "vla.policy.config:PolicyConfig",

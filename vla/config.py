@@ -4,7 +4,7 @@
 defaults and validation (:data:`SCHEMAS`): ``env=house`` by ``envs.house.config.HouseConfig``,
 ``env=libero`` by ``envs.libero.config.LiberoConfig``, ``env=omnigibson`` by
 ``envs.omnigibson.config.OmniGibsonConfig``, ``agent=memory`` by
-``vla.agents.memory.MemoryAgentOptions``, ``eval`` by ``vla.eval.evaluate.EvalSpec``, ``gst`` by
+``vla.agents.map_agent.MemoryAgentOptions``, ``eval`` by ``vla.eval.evaluate.EvalSpec``, ``gst`` by
 ``vla.gst.options.GSTOptions``, ``perception=gt|realistic|harsh|learned`` by ``envs.perception.PerceptionConfig``,
 ``agent=remote`` by ``vla.agents.remote.RemoteAgentOptions``, ``vla-serve``'s own options by
 ``vla.serve.config.ServeOptions``, ... The dataclass defaults are registered in Hydra's ConfigStore as
@@ -35,7 +35,7 @@ CONFIG_DIR = Path(os.environ.get("VLA_CONFIG_DIR", Path(__file__).resolve().pare
 # The env families' schemas come from their registry (envs.registry.CONFIGS).
 SCHEMAS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     **{("env", name): (target, ()) for name, target in ENV_CONFIGS.items()},
-    ("agent", "memory"): ("vla.agents.memory:MemoryAgentOptions", ()),
+    ("agent", "memory"): ("vla.agents.map_agent:MemoryAgentOptions", ()),
     ("agent", "vla"): ("vla.agents.vla:VLAAgentOptions", ()),
     ("agent", "dagger"): ("vla.agents.dagger:DAggerOptions", ()),
     ("agent", "remote"): ("vla.agents.remote:RemoteAgentOptions", ()),

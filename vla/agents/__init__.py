@@ -22,7 +22,7 @@ from .base import (
 _AGENTS = {
     "random": "vla.agents.random:RandomAgent",
     "scripted": "vla.agents.scripted:ScriptedAgent",
-    "memory": "vla.agents.memory:MemoryAgent",
+    "memory": "vla.agents.map_agent:MemoryAgent",
     "remote": "vla.agents.remote:RemoteAgent",
     "openpi": "vla.agents.openpi:OpenpiAgent",
     "vla": "vla.agents.vla:make_vla_agent",

@@ -13,7 +13,7 @@ ACT's exponential weights ``w_i = exp(-ensemble * i)`` (``i = 0`` the oldest pre
 
 ``answer(question)`` asks the same model (``answers=model``; with its memory inputs when it was
 trained with them) or the spatial memory (``answers=memory``). Offline, a memory-reading policy
-fuses each question's stream once (:class:`~vla.policy.stream_memory.StreamMemoryCache`; on disk
+fuses each question's stream once (:class:`~vla.policy.question_map.StreamMemoryCache`; on disk
 under ``memory_cache`` when given, shared with training's cache and across evaluations).
 """
 
@@ -98,7 +98,7 @@ class VLAAgent:
             self.policy, seed=seed, always=self.options.answers == "memory", perception=self.options.perception
         )
         if self.inputs is not None:
-            from .with_memory import MemoryAnswers
+            from .map_feed import MemoryAnswers
 
             self.memory_answers = MemoryAnswers(self.inputs)
         self.spec: EnvSpec | None = None
@@ -150,7 +150,7 @@ class VLAAgent:
         if self.options.answers == "memory":
             return self.memory_answers(question)
         from vla.policy.question_inputs import question_inputs
-        from vla.policy.stream_memory import StreamMemoryCache, question_entries
+        from vla.policy.question_map import StreamMemoryCache, question_entries
 
         memory = self.policy.config.inputs.uses_memory
         entries = None

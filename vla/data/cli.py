@@ -79,7 +79,7 @@ def options(argv: list[str]) -> tuple[str, dict]:
     from vla.config import compose
 
     if command == "spatial":
-        from vla.spatial.generate import SpatialOptions
+        from vla.data.spatial_generate import SpatialOptions
 
         cfg = compose("spatial", rest)
         SpatialOptions.from_dict(cfg)  # the family, split, task types, ... (generate() reads them so)
@@ -161,7 +161,7 @@ def cmd_info(kv: dict) -> int:
 
 
 def cmd_spatial(cfg: dict) -> int:
-    from vla.spatial.generate import generate
+    from vla.data.spatial_generate import generate
 
     r = generate(cfg)
     print(
@@ -200,7 +200,7 @@ def cmd_spatial_eval(kv: dict) -> int:
 
 def cmd_spatial_score(kv: dict) -> int:
     from vla.data.spatial_eval import baseline_predictions, read_predictions, score_set
-    from vla.spatial.generate import load_records
+    from vla.data.spatial_generate import load_records
 
     if "predictions" in kv:
         preds = read_predictions(kv["predictions"])

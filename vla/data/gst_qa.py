@@ -13,14 +13,14 @@ Images, in the order the question's prompt refers to them, each marked ``<image>
   are those with the largest boxes, so the target is marked in the frames shown;
 * the current view (ED*, Pos, Ori), the top-down map (GP*, Pos, Ori), the options A-D (TDS, Traj).
 
-With ``memory`` (a :class:`~vla.transforms.memory.MemoryInputsConfig`), the video frames are
+With ``memory`` (a :class:`~vla.transforms.map_inputs.MemoryInputsConfig`), the video frames are
 replaced by what the spatial memory makes of the question's sensor stream (depth, instance masks,
 odometry poses: what an agent is given): its top-down map (``memory/topdown``) and object table
 text (``memory/text``) after fusing the stream (Traj: the clip's stream); visual targets keep up to
 two of their boxed frames. The table is measured from the question's current view (where the
 memory localises it) and led by its target as the memory resolves it
-(:func:`~vla.policy.stream_memory.question_entries`). Current view, map and options stay. Each
-stream is fused once (:class:`~vla.policy.stream_memory.StreamMemoryCache`; on disk under
+(:func:`~vla.policy.question_map.question_entries`). Current view, map and options stay. Each
+stream is fused once (:class:`~vla.policy.question_map.StreamMemoryCache`; on disk under
 ``cache_dir`` when given, so data-loader workers and later runs share it).
 
 ``subtasks`` keeps the questions of some subtasks only (``data.tasks``): with a mixture of two such
@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from vla.policy.question_inputs import question_inputs
-from vla.policy.stream_memory import StreamMemoryCache, stream_key_of
+from vla.policy.question_map import StreamMemoryCache, stream_key_of
 from vla.questions.answers import format_answer
 from vla.questions.question import Question, load_questions
 from vla.questions.subtasks import SUBTASKS
-from vla.transforms.memory import MemoryInputsConfig
+from vla.transforms.map_inputs import MemoryInputsConfig
 
 from .sample import Sample, SceneQuestions, check_episodes, check_index
 

@@ -2,7 +2,7 @@
 
 ``vla-data spatial-eval checkpoint=DIR data=runs/spatial/test out=OUT``: the policy answers every
 question (greedy, ``max_new_tokens``), appended to ``OUT/predictions.jsonl`` as it goes (a rerun
-skips what is there), then ``OUT/scores.json``: accuracy per task type (:func:`vla.spatial.tasks.score`).
+skips what is there), then ``OUT/scores.json``: accuracy per task type (:func:`vla.questions.perception.tasks.score`).
 ``vla-data spatial-score data=DIR predictions=FILE`` scores any predictions file; with
 ``baseline=TRAIN_DIR`` instead, the train set's majority / mean answer per task type is scored, and with
 ``blind=true`` too, per question text (the question-only baseline: what the words alone predict).
@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from vla.spatial.generate import load_records
-from vla.spatial.tasks import baseline_answers, blind_answers, prompt_key, score
+from vla.data.spatial_generate import load_records
+from vla.questions.perception.tasks import baseline_answers, blind_answers, prompt_key, score
 
 from .spatial_qa import SpatialQASource
 
@@ -38,7 +38,7 @@ def read_predictions(path: str | Path) -> dict[str, str]:
 
 def baseline_predictions(train_dir: str | Path, records: list[dict[str, Any]], blind: bool = False) -> dict[str, str]:
     """The task's train answer for every record; ``blind``: the answer of train questions with the same
-    words (:func:`vla.spatial.tasks.blind_answers`), else the task's."""
+    words (:func:`vla.questions.perception.tasks.blind_answers`), else the task's."""
     train = load_records(train_dir)
     answers = baseline_answers(train)
     by_words = blind_answers(train) if blind else {}

@@ -17,8 +17,8 @@ from .sample import Sample, SceneQuestions, check_episodes, check_index
 
 class SpatialQASource(SceneQuestions):
     def __init__(self, root: str | Path, key: str = "spatial", tasks: list[str] | None = None) -> None:
-        from vla.spatial.generate import load_records
-        from vla.spatial.tasks import check_tasks
+        from vla.data.spatial_generate import load_records
+        from vla.questions.perception.tasks import check_tasks
 
         root = Path(root)
         rows = load_records(root)

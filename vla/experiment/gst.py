@@ -2,7 +2,7 @@
 
 Both arms see the question's current view, map and options; the memory arm sees what its spatial
 memory made of the question's sensor stream -- the top-down map and the object table measured from
-the current view, its target first and marked (vla/policy/stream_memory.py) -- the video arm 8 frames
+the current view, its target first and marked (vla/policy/question_map.py) -- the video arm 8 frames
 of the video instead. Answers are taught as the benchmark scores them (short digit sequences)."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ copies it, see docs/experiments/house.md);
 routes in its table (``data.memory.inputs`` with ``routes``), so that every label is a function of
 what the memory arm reads; no proprio token. ``routes_token`` is ``routes`` with the memory arm reading
 the routes and the target's row as numbers as well, through the proprio token
-(``policy.inputs.proprio_keys=[memory/routes]``, :func:`vla.transforms.memory.route_features`).
+(``policy.inputs.proprio_keys=[memory/routes]``, :func:`vla.transforms.map_inputs.route_features`).
 """
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ def _differences(live: dict[str, Any], cached: dict[str, Any]) -> dict[str, Any]
 def open_loop(env, trial: int, actions: np.ndarray, live=None, cached=None, states=None, where=None) -> dict[str, Any]:
     """Replay ``actions`` open loop from ``trial``'s start: success and steps (with ``states``, the recorded
     states, and ``where``, their position slice: the largest distance from them); with ``live`` memory inputs
-    (a reset :class:`~vla.transforms.memory.MemoryInputs`) and ``cached`` (step -> the observation as
+    (a reset :class:`~vla.transforms.map_inputs.MemoryInputs`) and ``cached`` (step -> the observation as
     training reads it), also the steps whose live memory entries differ from the cached ones."""
     obs, _ = env.reset(options={"trial": trial})
     mismatched, worst, success, dev = [], 0, False, 0.0

@@ -168,12 +168,12 @@ def read_policy_config(path: str | Path) -> PolicyConfig:
 
 
 def memory_inputs(policy: Any, seed: int | tuple = 0, always: bool = False, perception: str | None = None):
-    """The one factory of per-session memory inputs: a fresh :class:`~vla.transforms.memory.MemoryInputs`.
+    """The one factory of per-session memory inputs: a fresh :class:`~vla.transforms.map_inputs.MemoryInputs`.
 
     ``policy`` is a loaded policy, its :class:`PolicyConfig` or a policy directory (the inputs are built
     from the memory config the policy was trained with -- what every place that runs the policy, the
     in-process agent, the server, offline GST answers, feeds it), or a memory-inputs config itself
-    (a :class:`~vla.transforms.memory.MemoryInputsConfig` or its dict: the memory agent's own, the caches
+    (a :class:`~vla.transforms.map_inputs.MemoryInputsConfig` or its dict: the memory agent's own, the caches
     of recorded data). None when a policy reads no memory, unless ``always`` (a memory the agent answers
     from): then the defaults. ``perception``: the profile of the sensors the memory fuses in this run
     (``gt``, ``realistic``, ``harsh``, ``learned``; None: the config's own), which sets the memory's settings
@@ -181,7 +181,7 @@ def memory_inputs(policy: Any, seed: int | tuple = 0, always: bool = False, perc
     ``harsh`` fuses harsh frames with harsh settings, as the memory agent does."""
     from dataclasses import replace
 
-    from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
+    from vla.transforms.map_inputs import MemoryInputs, MemoryInputsConfig
 
     if isinstance(policy, (MemoryInputsConfig, dict)):
         return MemoryInputs(MemoryInputsConfig.from_any(policy), seed=seed)

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from vla_common.strict import from_dict
-from vla.transforms.memory import MEMORY_FEATURES, MemoryInputsConfig
+from vla.transforms.map_inputs import MEMORY_FEATURES, MemoryInputsConfig
 
 from .inputs import InputConfig
 

@@ -29,7 +29,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from vla.transforms.memory import MEMORY_FEATURES  # proprio keys computed from the memory, not read from the data
+from vla.transforms.map_inputs import MEMORY_FEATURES  # proprio keys computed from the memory, not read from the data
 from vla_common.strict import from_dict
 
 IMAGE = "<image>"
@@ -48,7 +48,7 @@ class InputConfig:
     #                         projection of the normalised state: OpenVLA-OFT's proprio projector)
     # what "the state vector" is: observation keys concatenated in order (a base's wheel odometry of the
     # last step: ["sensors/motion"]; the arm's pose: ["state"]; the memory's routes and the target's row as
-    # numbers: ["memory/routes"], vla.transforms.memory.route_features)
+    # numbers: ["memory/routes"], vla.transforms.map_inputs.route_features)
     proprio_keys: tuple[str, ...] = ("state",)
     memory_map: bool = False  # memory/topdown as an extra image
     memory_text: bool = False  # memory/text (the object table) in the prompt
@@ -66,7 +66,8 @@ class InputConfig:
         ]
         if not self.proprio_keys or bad:
             raise ValueError(
-                f"inputs.proprio_keys must name 'state', 'sensors/<name>' or {sorted(MEMORY_FEATURES)} keys, "
+                f"inputs.proprio_keys must name 'state', 'sensors/<name>' or "
+                f"{' / '.join(repr(k) for k in sorted(MEMORY_FEATURES))} keys, "
                 f"got {list(self.proprio_keys)}"
             )
         if isinstance(self.proprio, bool) or self.proprio in ("true", "false"):  # checkpoints before "token"
@@ -104,7 +105,7 @@ class InputConfig:
 
     @property
     def memory_features(self) -> tuple[str, ...]:
-        """The proprio keys the memory computes (:data:`vla.transforms.memory.MEMORY_FEATURES`) this policy reads."""
+        """The proprio keys the memory computes (``map_inputs.MEMORY_FEATURES``) that this policy reads."""
         return tuple(k for k in self.proprio_keys if k in MEMORY_FEATURES) if self.proprio != "none" else ()
 
 
@@ -206,7 +207,7 @@ class JitterTable:
                 "memory/objects/*: build the memory inputs with 'objects' (data.memory.inputs)"
             )
         from spatial_memory.geometry import wrap_deg
-        from vla.transforms.memory import object_table_text, routes_text
+        from vla.transforms.map_inputs import object_table_text, routes_text
 
         table = {k.split("/")[-1]: np.asarray(v) for k, v in d.items() if k.startswith("memory/objects/")}
         n = len(table["direction_deg"])
@@ -272,7 +273,7 @@ class Prompt:
 
 def proprio_vector(d: dict[str, Any], keys: tuple[str, ...]) -> np.ndarray:
     """The proprio vector of an observation dict: its ``keys`` flattened and concatenated, float64 (a key the
-    memory computes, e.g. ``memory/routes``: its :data:`~vla.transforms.memory.MEMORY_FEATURES` function)."""
+    memory computes, e.g. ``memory/routes``: its :data:`~vla.transforms.map_inputs.MEMORY_FEATURES` function)."""
     missing = [k for k in keys if k not in d and k not in MEMORY_FEATURES]
     if missing:
         raise ValueError(

@@ -7,7 +7,7 @@ the prompt refers to them, each marked ``<image>``:
 * the video: up to ``max_video_frames`` frames spread evenly over it (Traj: its short clip); for a visual
   target half of them (at least one) are those with the largest red boxes, so the target is marked;
 * with memory inputs instead of the video: the memory's top-down map (``memory/topdown``) and object
-  table (``memory/text``) of the question's stream (:mod:`vla.policy.stream_memory`), and up to two of a
+  table (``memory/text``) of the question's stream (:mod:`vla.policy.question_map`), and up to two of a
   visual target's boxed frames;
 * the current view, the top-down map and the options A-D, when the question has them.
 """

@@ -1,4 +1,5 @@
-"""GST-Bench's questions, below everything that asks or learns from them (docs/GST.md).
+"""The project's questions, below everything that asks or learns from them: GST-Bench's (docs/GST.md;
+these modules) and the spatial-perception questions of VST-P's forms (``perception/``, docs/SPATIAL.md).
 
 Modules: ``subtasks`` (the 12 subtasks: codes, competences, answer types, metrics), ``question``
 (a question, what an agent is given, how questions travel), ``answers`` (answer spaces, typed answers

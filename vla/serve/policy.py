@@ -10,7 +10,7 @@ Two adapters build a ``BatchPolicy`` from what the project has (:func:`make_batc
   ``pkg.mod:Class``): one agent instance per session; a batch is a loop over the sessions' agents.
 * :class:`ModelSessions` -- a :class:`BatchModel` (a learned policy that batches its own forward
   pass: ``infer_batch(list of observation dicts) -> list of actions`` and ``metadata()``), with
-  optional per-session spatial-memory inputs (:class:`~vla.transforms.memory.MemoryInputs`) added
+  optional per-session spatial-memory inputs (:class:`~vla.transforms.map_inputs.MemoryInputs`) added
   to each observation before the batched call. The learned VLA drops in here.
 
 A privileged agent (the scripted expert) plans on the simulator's scene truth through
@@ -182,7 +182,7 @@ class ModelSessions:
     batching = "model"
 
     def __init__(self, model: BatchModel, memory: Any = None, name: str | None = None) -> None:
-        from ..transforms.memory import MemoryInputsConfig
+        from ..transforms.map_inputs import MemoryInputsConfig
 
         self.model = model
         self.memory_cfg = None if memory is None else MemoryInputsConfig.from_any(memory)
@@ -255,7 +255,7 @@ def load_batch_policy(path: str, memory: dict[str, Any] | None = None, device: s
     model.eval()
     own = model.config.memory_inputs_config()
     if own is not None:
-        from ..transforms.memory import MemoryInputsConfig
+        from ..transforms.map_inputs import MemoryInputsConfig
 
         if memory is not None and MemoryInputsConfig.from_any(memory) != own:
             raise ValueError(

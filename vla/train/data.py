@@ -25,7 +25,7 @@ def build_source(
     """One :class:`vla.data.SampleSource` for a non-mixture data config (``cameras``: the policy's, read from
     demonstrations unless ``cfg.cameras`` names others)."""
     from vla.data import DemoSource, GSTQASource, MemoryCache
-    from vla.transforms.memory import MemoryInputsConfig
+    from vla.transforms.map_inputs import MemoryInputsConfig
 
     mem_cfg = MemoryInputsConfig.from_dict(cfg.memory or memory) if (cfg.memory or memory) is not None else None
     if cfg.kind == "demos":
@@ -124,7 +124,7 @@ def _action_bounds(sources: list[Any], key: str) -> tuple[tuple[float, ...], tup
 def proprio_statistics(sources: list[Any], keys: tuple[str, ...] = ("state",)) -> dict[str, Any]:
     """Per dataset key, statistics of the training episodes' proprio vectors (``inputs.proprio=token``; ``keys``:
     ``inputs.proprio_keys``); sources without states (question sets) are left out."""
-    from vla.transforms.memory import MEMORY_FEATURES
+    from vla.transforms.map_inputs import MEMORY_FEATURES
 
     by_key: dict[str, list[list[np.ndarray]]] = {}
     for s in sources:
@@ -141,7 +141,7 @@ def _stats_by_column(parts: list[list[Any]], keys: tuple[str, ...]) -> Any:
     columns over every source, a memory feature's fixed (its entries are already in [-1, 1]: passed
     through, ``mask`` False)."""
     from vla.actions import STAT_FIELDS, ActionStats
-    from vla.transforms.memory import MEMORY_FEATURES
+    from vla.transforms.map_inputs import MEMORY_FEATURES
 
     fixed = {"q01": -1.0, "q99": 1.0, "mean": 0.0, "std": 1.0, "min": -1.0, "max": 1.0}
 

@@ -1,6 +1,6 @@
 """``WithMemory``: any agent, with the spatial memory as its input.
 
-Every step the wrapper runs :class:`~vla.transforms.memory.MemoryInputs` on the observation (the
+Every step the wrapper runs :class:`~vla.transforms.map_inputs.MemoryInputs` on the observation (the
 frame is fused, ``obs.memory`` gains the map and the object table) and hands the enriched
 observation to the wrapped agent, which may read those entries or ignore them. Questions are
 answered from the memory (``answers="memory"``) or by the wrapped agent (``answers="agent"``: a
@@ -20,7 +20,7 @@ import numpy as np
 from envs.observation import Observation
 from envs.spec import EnvSpec
 
-from ..transforms.memory import MemoryInputs
+from ..transforms.map_inputs import MemoryInputs
 from .base import Seedable, is_privileged
 
 

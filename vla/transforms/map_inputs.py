@@ -33,8 +33,8 @@ points up: what lies ahead is above the agent, left is left -- the frame the act
 Objects whose category appears in the instruction lead the table (the rest follow, nearest first).
 
 The transform exposes its memory live (:meth:`live_memory`) for servers and viewers;
-:class:`~vla.agents.with_memory.WithMemory` wraps any agent with it, and answers GST questions from that
-memory (:class:`~vla.agents.with_memory.MemoryAnswers`).
+:class:`~vla.agents.map_feed.WithMemory` wraps any agent with it, and answers GST questions from that
+memory (:class:`~vla.agents.map_feed.MemoryAnswers`).
 """
 
 from __future__ import annotations

@@ -1,19 +1,19 @@
 """``MemoryCache``: the spatial memory's inputs for demonstrations, computed once and kept on disk.
 
 For each episode the memory camera's frames (rgb, depth, instance masks with the episode's labels,
-K, T_world_cam) are replayed in order through :class:`~vla.transforms.memory.MemoryInputs` -- reset
+K, T_world_cam) are replayed in order through :class:`~vla.transforms.map_inputs.MemoryInputs` -- reset
 with the episode's EnvSpec (a mobile base for the house, an arm for LIBERO: the scale of the memory
 follows, as at inference) -- and the ``memory/*`` entries after fusing steps ``0..t`` are stored for
 every step ``t``: exactly what the transform adds to observation ``t`` in a rollout.
 
 One HDF5 file per episode under ``root``, named ``<episode>-<key>.hdf5``, where the key
-(:func:`~vla.transforms.memory_entries.memory_key`) hashes the :class:`MemoryInputsConfig`, the source file's
+(:func:`~vla.transforms.entry_format.memory_key`) hashes the :class:`MemoryInputsConfig`, the source file's
 path, size and mtime, the episode and its camera: a changed config or file gets a new key, and a file
 whose stored identity is not its name's is built again, so a stale cache is never read. Writes are
 atomic, so a killed build loses at most the episodes in flight, and :meth:`build` skips episodes
 already cached. Entries are built lazily on first access (in whatever process asks: a data-loader
 worker) or eagerly with a progress bar (:meth:`build`, ``workers`` processes). The file format is
-the one both memory caches share (:mod:`vla.transforms.memory_entries`).
+the one both memory caches share (:mod:`vla.transforms.entry_format`).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from envs.registry import demo_layout
 from envs.spec import EnvSpec
 from spatial_memory.frame import CameraFrame
 from vla.policy import memory_inputs
-from vla.transforms.memory import MemoryInputsConfig
-from vla.transforms.memory_entries import EntryFile, memory_key, write_entries
+from vla.transforms.map_inputs import MemoryInputsConfig
+from vla.transforms.entry_format import EntryFile, memory_key, write_entries
 
 from .handles import HandlePool, open_hdf5
 from envs.orientation import ORIENTATIONS, reorient, reorient_K

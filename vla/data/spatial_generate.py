@@ -5,7 +5,7 @@ Scenes: apartments of a split (``family=house``: house seeds, docs/HOUSE.md) or 
 use disjoint trial ranges, ``envs.libero.family.SPATIAL_TRIALS``; any family with
 :class:`envs.registry.HasSpatialScenes` lists its own). Per scene, ``views`` rendered RGB-D views (a
 LIBERO scene: its agentview frame) and on each up to ``per_view`` questions of each task type in ``tasks``
-(:mod:`vla.spatial.questions`), the answers exact from the scene truth.
+(:mod:`vla.questions.perception.questions`), the answers exact from the scene truth.
 
 Under ``out/<split>/``: ``images/<scene>/*.png``, ``records.<tag>.jsonl`` (one question a line:
 id, task, scene, prompt with one ``<image>`` per image, image paths, answer string, ``truth`` as
@@ -34,8 +34,8 @@ import numpy as np
 from envs.base import NoEpisode, RendersPose
 from vla_common.strict import from_dict
 
-from .questions import SINGLE_VIEW, Item, View, motion_question, view_questions
-from .tasks import SPATIAL_TASKS, check_tasks
+from vla.questions.perception.questions import SINGLE_VIEW, Item, View, motion_question, view_questions
+from vla.questions.perception.tasks import SPATIAL_TASKS, check_tasks
 
 SPLITS = ("train", "val", "test")
 
@@ -146,7 +146,7 @@ def _rng(opts: dict[str, Any], name: str) -> np.random.Generator:
 
 def _posed_views(env, opts: dict[str, Any], rng, min_pixels: int) -> list[tuple[View, View | None]]:
     """(view, moved view or None) per wanted view: poses on free cells showing >= 2 objects."""
-    from .questions import present
+    from vla.questions.perception.questions import present
 
     truth = env.scene_truth()
     grid = truth.navigable

@@ -1,13 +1,13 @@
 """Memory entries on disk: the one identity and the one format both memory caches keep them in.
 
-The entries are what :meth:`~vla.transforms.memory.MemoryInputs.entries` returns: numpy arrays of one or
+The entries are what :meth:`~vla.transforms.map_inputs.MemoryInputs.entries` returns: numpy arrays of one or
 more dimensions (numbers or unicode), ``str``, ``bool``, ``int``, ``float``.
-:class:`~vla.data.memory_cache.MemoryCache` (one file per demonstration, every step) and
-:class:`~vla.policy.stream_memory.StreamMemoryCache` (one file per GST question stream or question, one
+:class:`~vla.data.map_input_cache.MemoryCache` (one file per demonstration, every step) and
+:class:`~vla.policy.question_map.StreamMemoryCache` (one file per GST question stream or question, one
 step) both name their files by :func:`memory_key` and write and read them through this module.
 
 **Identity** (:func:`memory_key`): a hash of the storage :data:`FORMAT`, the memory config
-(:meth:`~vla.transforms.memory.MemoryInputsConfig.to_json`) and what the entries were computed from (the
+(:meth:`~vla.transforms.map_inputs.MemoryInputsConfig.to_json`) and what the entries were computed from (the
 caller's ``source`` fields). A file stores its key in the ``key`` attribute; a file whose stored
 identity is not the one asked for (another format, a file copied or renamed from another cache, an older
 cache) is never read: the caches compute its entries again and replace it.
@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable
 import h5py
 import numpy as np
 
-from .memory import MemoryInputsConfig
+from .map_inputs import MemoryInputsConfig
 
 FORMAT = 2  # 2: named objects lead the table (the instruction is passed); HDF5 for both caches
 SCALARS: dict[str, type] = {"str": str, "bool": bool, "int": int, "float": float}

@@ -3,7 +3,7 @@
 A GST question (``vla-gst generate``) carries the sensor stream its video was rendered from
 (``stream``; a Traj question its clip's, ``clip_stream``): depth, instance masks, camera poses,
 what an agent is given. :func:`stream_memory_entries` replays it through
-:class:`~vla.transforms.memory.MemoryInputs` and returns ``MemoryInputs.entries()`` -- the
+:class:`~vla.transforms.map_inputs.MemoryInputs` and returns ``MemoryInputs.entries()`` -- the
 ``memory/*`` inputs of a memory-reading policy after the whole stream.
 
 A question with a current view or a target gets more than the stream's state
@@ -15,8 +15,8 @@ what the memory agent computes its answers from, in words, for a model to read.
 Fusing a stream takes seconds; the questions of a scene share one stream, so
 :class:`StreamMemoryCache` keeps what it fused: in memory (the last ``lru`` streams) and, with a
 ``root``, on disk -- one ``.hdf5`` file per question's entries (``q``-prefixed), in the format and
-under the identity both memory caches share (:mod:`vla.transforms.memory_entries`): named by
-:func:`~vla.transforms.memory_entries.memory_key` of the memory config, the content of the stream's files and
+under the identity both memory caches share (:mod:`vla.transforms.entry_format`): named by
+:func:`~vla.transforms.entry_format.memory_key` of the memory config, the content of the stream's files and
 of the question's view and red boxes, its subtask, prompt and public metadata: never of an id or a
 path, so a question and its agent's blind view (:meth:`Question.for_agent`, which names files by
 content), training and eval share the entry, and a changed config, stream or view is never served
@@ -37,8 +37,8 @@ from envs.observation import Observation
 from envs.registry import demo_layout
 from vla.policy import memory_inputs
 from vla.questions.question import PUBLIC_META, MediaRef, Question, content_token, scene_family
-from vla.transforms.memory import MemoryInputs, MemoryInputsConfig
-from vla.transforms.memory_entries import memory_key, read_entries, write_entries
+from vla.transforms.map_inputs import MemoryInputs, MemoryInputsConfig
+from vla.transforms.entry_format import memory_key, read_entries, write_entries
 
 
 QUESTION_MEDIA = ("current_sensors", "current_view", "boxes")  # what a question's entries read besides its stream

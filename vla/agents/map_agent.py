@@ -1,7 +1,7 @@
 """The memory agent: acts and answers from its own :class:`SpatialMemory` only (never scene truth).
 
-It is :class:`~vla.agents.with_memory.WithMemory` around the memory navigator: every step the
-memory transform (:class:`~vla.transforms.memory.MemoryInputs`) fuses the ego camera frame (the
+It is :class:`~vla.agents.map_feed.WithMemory` around the memory navigator: every step the
+memory transform (:class:`~vla.transforms.map_inputs.MemoryInputs`) fuses the ego camera frame (the
 first camera, or option ``camera``) and adds the ``memory/*`` inputs to the observation; the
 :class:`~vla.navigation.MemoryNavigator` then turns "go to the <category>" into base actions
 ``[forward_m, left_m, yaw_rad]`` from the observation and the memory. With an action space that is
@@ -29,10 +29,10 @@ from envs.spec import EnvSpec
 from vla_common.strict import from_dict
 
 from ..policy import memory_inputs
-from ..transforms.memory import MemoryInputs, MemoryInputsConfig, is_mobile_base
+from ..transforms.map_inputs import MemoryInputs, MemoryInputsConfig, is_mobile_base
 from ..navigation import MemoryNavigator, NavigatorConfig
 from ..navigation.routes import RouteFollower
-from .with_memory import MemoryAnswers, WithMemory
+from .map_feed import MemoryAnswers, WithMemory
 
 
 @dataclass(frozen=True)
