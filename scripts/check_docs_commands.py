@@ -89,8 +89,20 @@ SCRIPT_ARGS = {  # the smallest arguments of each documented script (appended; a
 # a named experiment at its smallest (its options overridden: a recipe of its own, never the named one's test)
 EXPERIMENT_ARGS = (
     "steps=2 checkpoints=1 select=final scenes=1 val_scenes=1 test_scenes=1 train_scenes=1 demos=1 "
-    "val_demos=1 val_trials=1 dagger_scenes=1 dagger_steps=4"
+    "val_demos=1 val_trials=1 dagger_scenes=1 dagger_steps=4 gst_every=10"
 )
+
+
+def experiment_args(text: str) -> str:
+    """:data:`EXPERIMENT_ARGS` that the named experiment's kind reads (a recipe refuses the others)."""
+    from vla.experiment.recipe import READS, load
+
+    m = re.search(r"\bvla-experiment\s+(\w+)", text)
+    try:
+        reads = READS[load(m.group(1)).kind] if m else ()
+    except ValueError:
+        return EXPERIMENT_ARGS  # an unknown name: the command fails as documented, with its own message
+    return " ".join(a for a in EXPERIMENT_ARGS.split() if a.split("=")[0] in reads)
 
 
 @dataclass
@@ -288,7 +300,7 @@ def tiny(text: str, variables: dict[str, str]) -> str:
             return ""
         return "suite=libero_goal tasks=[0] trials=1 demos_per_task=1 max_rounds=1 workers=1"
     if p == "vla-experiment":
-        return EXPERIMENT_ARGS
+        return experiment_args(text)
     if p in SCRIPT_ARGS:
         return SCRIPT_ARGS[p]
     return ""

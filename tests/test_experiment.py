@@ -44,6 +44,8 @@ def test_the_identity_changes_with_the_recipe_not_with_how_it_runs():
         (["libero_object_oft", "stage=tset"], "'tset'"),
         (["libero_object_oft", "steps"], "KEY=VALUE"),
         (["steps=3"], "usage"),
+        (["gst_memory_agent", "steps=3"], "does not read ['steps']"),
+        (["gst_memory_agent", "profiles=[gt,foggy]"], "foggy"),
     ],
 )
 def test_bad_command_lines_are_refused_with_what_is_wrong(argv, message):
@@ -141,3 +143,27 @@ def test_the_command_line_reaches_the_recipe_and_its_root(tmp_path, monkeypatch)
     assert seen == {"name": "house_bins", "stage": "train", "root": tmp_path, "force": True, "steps": 40}
     assert cli.main(["house_bins"]) == 0 and seen["root"] == Path("runs/experiments/house_bins")
     assert cli.main(["house_bins", "stepz=1"]) == 2
+
+
+def test_the_memory_agents_gst_runs_compose_as_the_tools_read_them(tmp_path, monkeypatch):
+    """``gst_eval`` (the README's first numbers): the test questions generated once, then the memory agent
+    offline and mid-episode under each profile, and random answers beside them; commands captured."""
+    from vla.config import compose
+    from vla.experiment import gst_eval
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(gst_eval, "run", lambda cmd, log: seen.append(cmd))
+    book = tmp_path / "uses.jsonl"
+    cli.run(load("gst_memory_agent"), "all", tmp_path / "r", ledger_path=book)
+    tools = [(Path(c[0]).name, c[1] if Path(c[0]).name == "vla-gst" else None) for c in seen]
+    assert tools[0] == ("vla-gst", "generate") and tools.count(("vla-gst", "eval")) == 4
+    assert tools.count(("vla-rollout", None)) == 4
+    profiles = []
+    for c in seen[1:]:
+        tool = Path(c[0]).name
+        cfg = compose("rollout" if tool == "vla-rollout" else "gst", c[1:] if tool == "vla-rollout" else c[2:])
+        profiles.append((tool, cfg["agent"]["name"], cfg.get("perception", {}).get("name", "gt") or "gt"))
+    assert sorted(p for p in profiles if p[1] == "memory") == sorted(
+        (t, "memory", p) for t in ("vla-gst", "vla-rollout") for p in ("gt", "realistic", "harsh")
+    )
+    assert ledger.read(book) == []  # nothing ran, nothing scored: no use

@@ -3,15 +3,17 @@
 A recipe says everything a result depends on: the kind of experiment (``libero``: one LIBERO task from
 scripted demonstrations; ``house``: "go to the <object>" in the apartments with and without the map;
 ``gst``: GST questions as visual QA with and without the map; ``replay``: one demonstration over-fitted
-and replayed), its demonstrations, arms, training budget, selection rule and val and test sets, as the
-fields of :class:`Options`. The file holds only what differs from the defaults::
+and replayed; ``gst_eval``: the memory agent on the GST test questions, nothing learned), its
+demonstrations, arms, training budget, selection rule and val and test sets, as the fields of
+:class:`Options`. The file holds only what differs from the defaults::
 
     # libero_object task 0 from 50 demonstrations, OpenVLA-OFT's ingredients (docs/RESULTS.md 1.2)
     kind: libero
     options: {suite: libero_object, task: 0, recipe: oft, demos: 50}
 
-Its identity is :func:`content_hash`: the kind and every option, defaults included, but not how it is
-run (``workers``). The test stage runs once per identity (``vla.experiment.ledger``).
+Its identity is :func:`content_hash`: the kind and every option the kind reads (:data:`READS`),
+defaults included, but not how it is run (``workers``); an option the kind does not read is refused.
+The test stage runs once per identity (``vla.experiment.ledger``).
 """
 
 from __future__ import annotations
@@ -28,9 +30,20 @@ from vla_common.strict import from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES_DIR = ROOT / "configs" / "experiment"
-KINDS = ("libero", "house", "gst", "replay")
+KINDS = ("libero", "house", "gst", "replay", "gst_eval")
 STAGES = ("all", "record", "train", "select", "test", "table")
 EXECUTION = ("workers",)  # how a recipe runs, not what it is: outside its identity
+_TRAINED = ("steps", "lr", "select", "checkpoints", "train_embeddings")
+# the options each kind reads (besides ``workers``): its identity, and the only ones a recipe may set
+READS: dict[str, tuple[str, ...]] = {
+    "libero": (*_TRAINED, "init_from", "suite", "task", "recipe", "demos", "val_demos", "record_first",
+               "arm_init_noise", "val_first", "val_trials", "agents"),
+    "house": (*_TRAINED, "arms", "init_from", "scenes", "dagger", "dagger_scenes", "dagger_steps", "house_chunk",
+              "replan", "house_recipe", "house_proprio", "val_scenes", "test_scenes"),
+    "gst": (*_TRAINED, "arms", "val_scenes", "test_scenes", "train_scenes", "gst_ego_weight"),
+    "replay": ("steps", "lr", "batch_size", "suite", "task", "demos", "record_first"),
+    "gst_eval": ("test_scenes", "profiles", "gst_every"),
+}  # fmt: skip
 
 
 @dataclass
@@ -58,8 +71,10 @@ class Options:
     house_proprio: str | None = None  # motion | none (default: the recipe's)
     val_scenes: int = 10  # house, gst: val apartments
     test_scenes: int = 20  # house, gst: test apartments
-    # gst
+    # gst, gst_eval
     train_scenes: int = 40  # train apartments of the question set
+    profiles: list[str] = field(default_factory=lambda: ["gt"])  # gst_eval: perception profiles answered under
+    gst_every: int = 30  # gst_eval: mid-episode questions every N steps (0: offline only)
     gst_ego_weight: float = 0.0  # the four egocentric subtasks sampled this many times as often (0: the set alone)
     # libero, replay
     suite: str = "libero_object"
@@ -83,7 +98,9 @@ class Options:
             raise ValueError(f"steps ({self.steps}) must be a multiple of checkpoints ({self.checkpoints})")
         if self.gst_ego_weight < 0:
             raise ValueError(f"gst_ego_weight must be >= 0, got {self.gst_ego_weight}")
-        self.arms, self.agents = list(self.arms), list(self.agents)
+        self.arms, self.agents, self.profiles = list(self.arms), list(self.agents), list(self.profiles)
+        if self.gst_every < 0:
+            raise ValueError(f"gst_every must be >= 0, got {self.gst_every}")
 
 
 @dataclass(frozen=True)
@@ -94,7 +111,7 @@ class Recipe:
     summary: str = ""  # one line: what result it makes, where it is quoted
 
     def identity(self) -> dict[str, Any]:
-        opts = {k: v for k, v in asdict(self.options).items() if k not in EXECUTION}
+        opts = {k: v for k, v in asdict(self.options).items() if k in READS[self.kind]}
         return {"kind": self.kind, "options": opts}
 
     def test_set(self) -> str:
@@ -104,7 +121,8 @@ class Recipe:
         if self.kind in ("libero", "replay"):
             where = "official" if self.kind == "libero" else f"sampled{o.record_first}"  # replay: its own demo
             return f"libero/{o.suite}/task{o.task}/{where}"
-        return f"{self.kind}/test/{o.test_scenes}"  # the first N test apartments (house: stop protocol)
+        kind = "gst" if self.kind == "gst_eval" else self.kind  # the same question set
+        return f"{kind}/test/{o.test_scenes}"  # the first N test apartments (house: stop protocol)
 
     def content_hash(self) -> str:
         text = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
@@ -129,6 +147,11 @@ def load(name: str, overrides: dict[str, Any] | None = None, directory: Path = R
     if kind not in KINDS:
         raise ValueError(f"{path}: kind must be one of {KINDS}, got {kind!r}")
     opts = {**(raw.get("options") or {}), **(overrides or {})}
+    unread = sorted(set(opts) - set(READS[kind]) - set(EXECUTION) - (set(opts) - set(option_names())))
+    if unread:
+        raise ValueError(
+            f"experiment {name!r}: a {kind} experiment does not read {unread}; it reads {list(READS[kind])}"
+        )
     recipe = Recipe(name, kind, from_dict(Options, opts, f"experiment {name!r}"), str(raw.get("summary", "")))
     check(recipe)
     return recipe
@@ -150,6 +173,12 @@ def check(recipe: Recipe) -> None:
         raise ValueError(f"recipe must be one of {sorted(LIBERO_RECIPES)}, got {o.recipe!r}")
     if o.house_recipe not in HOUSE_RECIPES:
         raise ValueError(f"house_recipe must be one of {sorted(HOUSE_RECIPES)}, got {o.house_recipe!r}")
+    from spatial_memory.profiles import PROFILES
+
+    allowed = sorted(set(PROFILES) - {"learned"})  # learned needs its detector's checkpoint: not in a recipe yet
+    bad = sorted(set(o.profiles) - set(allowed))
+    if bad:
+        raise ValueError(f"profiles: unknown perception profile(s) {bad}; choose from {allowed}")
     if o.house_proprio is not None and o.house_proprio not in PROPRIO:
         raise ValueError(f"house_proprio must be one of {sorted(PROPRIO)} or null, got {o.house_proprio!r}")
 
