@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import json
 import re
 import shlex
 import socket
@@ -99,10 +100,15 @@ def experiment_args(text: str) -> str:
 
     m = re.search(r"\bvla-experiment\s+(\w+)", text)
     try:
-        reads = READS[load(m.group(1)).kind] if m else ()
+        recipe = load(m.group(1)) if m else None
     except ValueError:
         return EXPERIMENT_ARGS  # an unknown name: the command fails as documented, with its own message
-    return " ".join(a for a in EXPERIMENT_ARGS.split() if a.split("=")[0] in reads)
+    if recipe is None:
+        return ""
+    if recipe.kind == "rollouts":  # each run made tiny as a documented vla-rollout is
+        runs = {k: [*v, *tiny("vla-rollout " + " ".join(v), {}).split()] for k, v in recipe.options.runs.items()}
+        return "'runs=" + json.dumps(runs) + "'"
+    return " ".join(a for a in EXPERIMENT_ARGS.split() if a.split("=")[0] in READS[recipe.kind])
 
 
 @dataclass

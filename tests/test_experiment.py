@@ -167,3 +167,25 @@ def test_the_memory_agents_gst_runs_compose_as_the_tools_read_them(tmp_path, mon
         (t, "memory", p) for t in ("vla-gst", "vla-rollout") for p in ("gt", "realistic", "harsh")
     )
     assert ledger.read(book) == []  # nothing ran, nothing scored: no use
+
+
+def test_every_rollouts_recipe_composes_and_runs_its_commands(tmp_path, monkeypatch):
+    """``rollouts`` (the expert's and the navigator's rows): each run's overrides compose as vla-rollout reads
+    them (the env's own checks included), and the runner adds only its out= and workers=."""
+    from vla.config import check_config, compose
+    from vla.experiment import rollouts
+
+    names_ = [n for n in names() if load(n).kind == "rollouts"]
+    assert {"expert_libero", "expert_heldout", "nav_memory", "nav_profiles"} <= set(names_)
+    for n in names_:
+        seen: list[list[str]] = []
+        monkeypatch.setattr(rollouts, "run", lambda cmd, log, seen=seen: seen.append(cmd))
+        recipe = load(n, {"workers": 2})
+        cli.run(recipe, "test", tmp_path / n, ledger_path=tmp_path / "uses.jsonl")
+        assert len(seen) == len(recipe.options.runs)
+        for cmd, (run_name, overrides) in zip(seen, recipe.options.runs.items()):
+            assert cmd[1 : 1 + len(overrides)] == overrides
+            assert cmd[-3:] == ["eval.workers=2", f"out={tmp_path / n / 'test' / run_name}", "progress=false"]
+            check_config(compose("rollout", cmd[1:]))
+    with pytest.raises(ValueError, match="runner's"):
+        load("nav_memory", {"runs": {"x": ["env=house", "out=runs/x"]}})

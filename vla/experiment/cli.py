@@ -58,6 +58,7 @@ def run(recipe: Recipe, stage: str, root: Path, force: bool = False, ledger_path
     from .house import house, house_table
     from .libero import libero
     from .replay import replay
+    from .rollouts import rollouts
 
     h = recipe.content_hash()
     testing = stage in ("all", "test") and recipe.kind != "replay"  # a replay runs on a training state: no test set
@@ -66,7 +67,9 @@ def run(recipe: Recipe, stage: str, root: Path, force: bool = False, ledger_path
     root.mkdir(parents=True, exist_ok=True)
     write_json_atomic(root / "recipe.json", {"name": recipe.name, "hash": h, **recipe.identity()})
     a = SimpleNamespace(**asdict(recipe.options), root=str(root), stage=stage)
-    kind = {"libero": libero, "house": house, "gst": gst, "replay": replay, "gst_eval": gst_eval}[recipe.kind]
+    kind = {"libero": libero, "house": house, "gst": gst, "replay": replay, "gst_eval": gst_eval, "rollouts": rollouts}[
+        recipe.kind
+    ]
     res = kind(a)
     res = {"experiment": recipe.name, "hash": h, "test_set": recipe.test_set(), **res}
     res.update(tests_before=before, test_set_uses_before=set_before)

@@ -3,7 +3,8 @@
 A recipe says everything a result depends on: the kind of experiment (``libero``: one LIBERO task from
 scripted demonstrations; ``house``: "go to the <object>" in the apartments with and without the map;
 ``gst``: GST questions as visual QA with and without the map; ``replay``: one demonstration over-fitted
-and replayed; ``gst_eval``: the memory agent on the GST test questions, nothing learned), its
+and replayed; ``gst_eval``: the memory agent on the GST test questions, nothing learned; ``rollouts``:
+fixed agents in closed loop, each run named by its ``vla-rollout`` overrides), its
 demonstrations, arms, training budget, selection rule and val and test sets, as the fields of
 :class:`Options`. The file holds only what differs from the defaults::
 
@@ -30,7 +31,7 @@ from vla_common.strict import from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES_DIR = ROOT / "configs" / "experiment"
-KINDS = ("libero", "house", "gst", "replay", "gst_eval")
+KINDS = ("libero", "house", "gst", "replay", "gst_eval", "rollouts")
 STAGES = ("all", "record", "train", "select", "test", "table")
 EXECUTION = ("workers",)  # how a recipe runs, not what it is: outside its identity
 _TRAINED = ("steps", "lr", "select", "checkpoints", "train_embeddings")
@@ -43,6 +44,7 @@ READS: dict[str, tuple[str, ...]] = {
     "gst": (*_TRAINED, "arms", "val_scenes", "test_scenes", "train_scenes", "gst_ego_weight"),
     "replay": ("steps", "lr", "batch_size", "suite", "task", "demos", "record_first"),
     "gst_eval": ("test_scenes", "profiles", "gst_every"),
+    "rollouts": ("runs",),
 }  # fmt: skip
 
 
@@ -75,6 +77,8 @@ class Options:
     train_scenes: int = 40  # train apartments of the question set
     profiles: list[str] = field(default_factory=lambda: ["gt"])  # gst_eval: perception profiles answered under
     gst_every: int = 30  # gst_eval: mid-episode questions every N steps (0: offline only)
+    # rollouts
+    runs: dict[str, list[str]] = field(default_factory=dict)  # name -> vla-rollout overrides (env, agent, trials)
     gst_ego_weight: float = 0.0  # the four egocentric subtasks sampled this many times as often (0: the set alone)
     # libero, replay
     suite: str = "libero_object"
@@ -99,6 +103,12 @@ class Options:
         if self.gst_ego_weight < 0:
             raise ValueError(f"gst_ego_weight must be >= 0, got {self.gst_ego_weight}")
         self.arms, self.agents, self.profiles = list(self.arms), list(self.agents), list(self.profiles)
+        if not isinstance(self.runs, dict) or not all(isinstance(v, (list, tuple)) for v in self.runs.values()):
+            raise ValueError("runs must map a run's name to its list of vla-rollout overrides")
+        self.runs = {str(k): [str(x) for x in v] for k, v in self.runs.items()}
+        bad = [k for k, v in self.runs.items() if any(x.split("=")[0] in ("out", "eval.workers") for x in v)]
+        if bad:
+            raise ValueError(f"runs {bad}: out= and eval.workers= are the runner's (root=, workers=)")
         if self.gst_every < 0:
             raise ValueError(f"gst_every must be >= 0, got {self.gst_every}")
 
@@ -121,6 +131,8 @@ class Recipe:
         if self.kind in ("libero", "replay"):
             where = "official" if self.kind == "libero" else f"sampled{o.record_first}"  # replay: its own demo
             return f"libero/{o.suite}/task{o.task}/{where}"
+        if self.kind == "rollouts":  # each run's env, trials and init states: the recipe is its own set
+            return f"rollouts/{self.name}"
         kind = "gst" if self.kind == "gst_eval" else self.kind  # the same question set
         return f"{kind}/test/{o.test_scenes}"  # the first N test apartments (house: stop protocol)
 
