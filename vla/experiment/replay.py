@@ -46,6 +46,9 @@ def replay(a) -> dict:
                 f"train.batch_size={a.batch_size}",
                 f"train.lr={a.lr}",
                 "train.vision_lr_scale=1.0",
+                # one torch thread: the sums run in one order on any machine, so the over-fit (which a
+                # difference in the seventh digit can tip off its path) is the same policy everywhere
+                "train.threads=1",
                 f"out={R / 'fit'}",
                 "progress=false",
             ],
