@@ -26,7 +26,7 @@ $(STAMP): requirements.lock pyproject.toml
 demo: setup
 	$(PY) -m vla.demo
 
-# The smallest learned result, end to end (7 min 54 s on 2 idle cores, measured at 419b609): one expert
+# The smallest learned result, end to end (10 min 38 s on 2 idle cores, measured at 66ca57e): one expert
 # demonstration on a LIBERO init state, the tiny policy over-fitted to it, replayed in closed loop from the
 # same state (docs/POLICY.md, "Does the policy act as it was trained?"); exits non-zero if the replay fails.
 # The named experiment replay_proof (configs/experiment/replay_proof.yaml, docs/experiments/README.md).
