@@ -189,3 +189,32 @@ def test_every_rollouts_recipe_composes_and_runs_its_commands(tmp_path, monkeypa
             check_config(compose("rollout", cmd[1:]))
     with pytest.raises(ValueError, match="runner's"):
         load("nav_memory", {"runs": {"x": ["env=house", "out=runs/x"]}})
+
+
+def test_stage_1_generates_trains_selects_and_tests_as_the_tools_read_it(tmp_path, monkeypatch):
+    """``spatial`` (stage 1): three question sets, one training run without cameras, every checkpoint scored
+    on val, the best on test beside the blind baseline; stage 2's tuned arm starts from its checkpoint."""
+    from vla.config import compose
+    from vla.data.cli import options as data_options
+    from vla.experiment import spatial
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(spatial, "run", lambda cmd, log: seen.append(cmd))
+    R = tmp_path / "r"
+    for step in (500, 1000):  # two finished checkpoints, as training leaves them, and their val scores
+        (R / "train" / "checkpoints" / f"step_{step}").mkdir(parents=True)
+        (R / "val" / f"step_{step}").mkdir(parents=True)
+        (R / "val" / f"step_{step}" / "scores.json").write_text(json.dumps({"overall": 30.0 + step / 1000}))
+    res = cli.run(load("spatial_stage1_control"), "all", R, ledger_path=tmp_path / "uses.jsonl")
+    tools = [(Path(c[0]).name, c[1]) for c in seen]
+    assert tools[:3] == [("vla-data", "spatial")] * 3 and tools[3][0] == "vla-train"
+    for c in seen[:3]:
+        data_options(c[1:])  # vla-data's own checks
+        assert "tasks=[presence,colour]" in c and "per_view=4" in c
+    train = compose("train", seen[3][1:])
+    assert train["data"]["kind"] == "spatial" and list(train["policy"]["inputs"]["cameras"]) == []
+    evals = [c for c in seen if c[1] == "spatial-eval"]
+    assert [c[2] for c in evals][-1].endswith("step_1000")  # the best on val goes to test
+    assert res["val"] == {"step_500": 30.5, "step_1000": 31.0} and res["test"]["policy"]["checkpoint"] == "step_1000"
+    tuned = load("libero_stage2_tuned").options.init_from
+    assert tuned.startswith("runs/experiments/spatial_stage1/train/checkpoints/")

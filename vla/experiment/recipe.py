@@ -4,7 +4,8 @@ A recipe says everything a result depends on: the kind of experiment (``libero``
 scripted demonstrations; ``house``: "go to the <object>" in the apartments with and without the map;
 ``gst``: GST questions as visual QA with and without the map; ``replay``: one demonstration over-fitted
 and replayed; ``gst_eval``: the memory agent on the GST test questions, nothing learned; ``rollouts``:
-fixed agents in closed loop, each run named by its ``vla-rollout`` overrides), its
+fixed agents in closed loop, each run named by its ``vla-rollout`` overrides; ``spatial``: stage 1 of
+spatial tuning, the backbone on spatial-perception questions), its
 demonstrations, arms, training budget, selection rule and val and test sets, as the fields of
 :class:`Options`. The file holds only what differs from the defaults::
 
@@ -31,7 +32,7 @@ from vla_common.strict import from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES_DIR = ROOT / "configs" / "experiment"
-KINDS = ("libero", "house", "gst", "replay", "gst_eval", "rollouts")
+KINDS = ("libero", "house", "gst", "replay", "gst_eval", "rollouts", "spatial")
 STAGES = ("all", "record", "train", "select", "test", "table")
 EXECUTION = ("workers",)  # how a recipe runs, not what it is: outside its identity
 _TRAINED = ("steps", "lr", "select", "checkpoints", "train_embeddings")
@@ -45,6 +46,7 @@ READS: dict[str, tuple[str, ...]] = {
     "replay": ("steps", "lr", "batch_size", "suite", "task", "demos", "record_first"),
     "gst_eval": ("test_scenes", "profiles", "gst_every"),
     "rollouts": ("runs",),
+    "spatial": (*_TRAINED, "train_scenes", "val_scenes", "test_scenes", "views", "spatial_tasks", "per_view"),
 }  # fmt: skip
 
 
@@ -77,6 +79,10 @@ class Options:
     train_scenes: int = 40  # train apartments of the question set
     profiles: list[str] = field(default_factory=lambda: ["gt"])  # gst_eval: perception profiles answered under
     gst_every: int = 30  # gst_eval: mid-episode questions every N steps (0: offline only)
+    # spatial (val_scenes, test_scenes, train_scenes too)
+    views: int = 6  # rendered views per apartment
+    spatial_tasks: list[str] = field(default_factory=list)  # the task types asked (empty: all)
+    per_view: int = 1  # questions of each task type per view
     # rollouts
     runs: dict[str, list[str]] = field(default_factory=dict)  # name -> vla-rollout overrides (env, agent, trials)
     gst_ego_weight: float = 0.0  # the four egocentric subtasks sampled this many times as often (0: the set alone)
@@ -103,6 +109,7 @@ class Options:
         if self.gst_ego_weight < 0:
             raise ValueError(f"gst_ego_weight must be >= 0, got {self.gst_ego_weight}")
         self.arms, self.agents, self.profiles = list(self.arms), list(self.agents), list(self.profiles)
+        self.spatial_tasks = list(self.spatial_tasks)
         if not isinstance(self.runs, dict) or not all(isinstance(v, (list, tuple)) for v in self.runs.values()):
             raise ValueError("runs must map a run's name to its list of vla-rollout overrides")
         self.runs = {str(k): [str(x) for x in v] for k, v in self.runs.items()}
@@ -131,6 +138,8 @@ class Recipe:
         if self.kind in ("libero", "replay"):
             where = "official" if self.kind == "libero" else f"sampled{o.record_first}"  # replay: its own demo
             return f"libero/{o.suite}/task{o.task}/{where}"
+        if self.kind == "spatial":  # the spatial questions of the first N test apartments
+            return f"spatial/test/{o.test_scenes}"
         if self.kind == "rollouts":  # each run's env, trials and init states: the recipe is its own set
             return f"rollouts/{self.name}"
         kind = "gst" if self.kind == "gst_eval" else self.kind  # the same question set
@@ -191,6 +200,12 @@ def check(recipe: Recipe) -> None:
     bad = sorted(set(o.profiles) - set(allowed))
     if bad:
         raise ValueError(f"profiles: unknown perception profile(s) {bad}; choose from {allowed}")
+    if o.spatial_tasks:
+        from vla.questions.perception.tasks import check_tasks
+
+        check_tasks(o.spatial_tasks)
+    if o.views < 1 or o.per_view < 1:
+        raise ValueError(f"views and per_view must be >= 1, got {o.views} and {o.per_view}")
     if o.house_proprio is not None and o.house_proprio not in PROPRIO:
         raise ValueError(f"house_proprio must be one of {sorted(PROPRIO)} or null, got {o.house_proprio!r}")
 
