@@ -135,15 +135,11 @@ def render_model(physics: mujoco.MjModel, xml: str, fraction: float = FACE_FRACT
         model.mesh_vert[adr : adr + num] = model.mesh_vert[adr : adr + num] @ rot.T + pos
         nadr, nnum = model.mesh_normaladr[i], model.mesh_normalnum[i]
         model.mesh_normal[nadr : nadr + nnum] = model.mesh_normal[nadr : nadr + nnum] @ rot.T
-    for name in ("mesh_pos", "mesh_quat", "geom_pos", "geom_quat", "geom_size", "geom_rbound", "geom_aabb"):
-        getattr(model, name)[:] = getattr(physics, name)
+    model.mesh_pos[:], model.mesh_quat[:] = physics.mesh_pos, physics.mesh_quat  # the frame they are in now
+    # (every geom_* array, poses included, is the simulator's: FastScene.sync copies them before each render)
     model.stat.extent, model.stat.center[:] = physics.stat.extent, physics.stat.center  # depth's near/far
     model.stat.meansize = physics.stat.meansize
     return model
-
-
-def faces(model: mujoco.MjModel) -> int:
-    return int(model.mesh_facenum.sum())
 
 
 class FastScene:
