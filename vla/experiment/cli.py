@@ -68,16 +68,14 @@ def run(recipe: Recipe, stage: str, root: Path, force: bool = False, ledger_path
     root.mkdir(parents=True, exist_ok=True)
     write_json_atomic(root / "recipe.json", {"name": recipe.name, "hash": h, **recipe.identity()})
     a = SimpleNamespace(**asdict(recipe.options), root=str(root), stage=stage)
-    kinds = {"libero": libero, "house": house, "gst": gst, "replay": replay, "gst_eval": gst_eval}
-    kind = {**kinds, "rollouts": rollouts, "spatial": spatial}[recipe.kind]
-    res = kind(a)
+    runners = dict(libero=libero, house=house, gst=gst, spatial=spatial, replay=replay, gst_eval=gst_eval)
+    res = {**runners, "rollouts": rollouts}[recipe.kind](a)
     res = {"experiment": recipe.name, "hash": h, "test_set": recipe.test_set(), **res}
     res.update(tests_before=before, test_set_uses_before=set_before)
     if testing and res.get("test"):
         ledger.record(recipe.name, h, recipe.test_set(), force and before > 0, root, _brief(res["test"]), ledger_path)
     write_json_atomic(root / "results.json", res)
-    if recipe.kind in ("libero", "house", "gst", "spatial"):  # the trained kinds: their arms side by side
-        plot_arms(root, res.get("val", {}))
+    plot_arms(root, res.get("val", {}))  # the trained arms side by side (nothing where root/train has no run)
     print(json.dumps(res, indent=2))
     if recipe.kind == "house":
         print(house_table(res))

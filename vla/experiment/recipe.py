@@ -32,7 +32,6 @@ from vla_common.strict import from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES_DIR = ROOT / "configs" / "experiment"
-KINDS = ("libero", "house", "gst", "replay", "gst_eval", "rollouts", "spatial")
 STAGES = ("all", "record", "train", "select", "test", "table")
 EXECUTION = ("workers",)  # how a recipe runs, not what it is: outside its identity
 _TRAINED = ("steps", "lr", "select", "checkpoints", "train_embeddings")
@@ -48,6 +47,7 @@ READS: dict[str, tuple[str, ...]] = {
     "rollouts": ("runs",),
     "spatial": (*_TRAINED, "train_scenes", "val_scenes", "test_scenes", "views", "spatial_tasks", "per_view"),
 }  # fmt: skip
+KINDS = tuple(READS)
 
 
 @dataclass
@@ -168,7 +168,8 @@ def load(name: str, overrides: dict[str, Any] | None = None, directory: Path = R
     if kind not in KINDS:
         raise ValueError(f"{path}: kind must be one of {KINDS}, got {kind!r}")
     opts = {**(raw.get("options") or {}), **(overrides or {})}
-    unread = sorted(set(opts) - set(READS[kind]) - set(EXECUTION) - (set(opts) - set(option_names())))
+    # an option of another kind is refused here; a key that is no option at all, by from_dict below
+    unread = sorted(k for k in opts if k in option_names() and k not in (*READS[kind], *EXECUTION))
     if unread:
         raise ValueError(
             f"experiment {name!r}: a {kind} experiment does not read {unread}; it reads {list(READS[kind])}"
