@@ -204,7 +204,7 @@ def test_stage_1_generates_trains_selects_and_tests_as_the_tools_read_it(tmp_pat
     for step in (500, 1000):  # two finished checkpoints, as training leaves them, and their val scores
         (R / "train" / "checkpoints" / f"step_{step}").mkdir(parents=True)
         (R / "val" / f"step_{step}").mkdir(parents=True)
-        (R / "val" / f"step_{step}" / "scores.json").write_text(json.dumps({"overall": 30.0 + step / 1000}))
+        (R / "val" / f"step_{step}" / "scores.json").write_text(json.dumps({"overall": 31.0 - step / 1000}))
     res = cli.run(load("spatial_stage1_control"), "all", R, ledger_path=tmp_path / "uses.jsonl")
     tools = [(Path(c[0]).name, c[1]) for c in seen]
     assert tools[:3] == [("vla-data", "spatial")] * 3 and tools[3][0] == "vla-train"
@@ -214,7 +214,7 @@ def test_stage_1_generates_trains_selects_and_tests_as_the_tools_read_it(tmp_pat
     train = compose("train", seen[3][1:])
     assert train["data"]["kind"] == "spatial" and list(train["policy"]["inputs"]["cameras"]) == []
     evals = [c for c in seen if c[1] == "spatial-eval"]
-    assert [c[2] for c in evals][-1].endswith("step_1000")  # the best on val goes to test
-    assert res["val"] == {"step_500": 30.5, "step_1000": 31.0} and res["test"]["policy"]["checkpoint"] == "step_1000"
+    assert [c[2] for c in evals][-1].endswith("step_500")  # the best on val goes to test, not the last
+    assert res["val"] == {"step_500": 30.5, "step_1000": 30.0} and res["test"]["policy"]["checkpoint"] == "step_500"
     tuned = load("libero_stage2_tuned").options.init_from
     assert tuned.startswith("runs/experiments/spatial_stage1/train/checkpoints/")
