@@ -218,3 +218,56 @@ def test_stage_1_generates_trains_selects_and_tests_as_the_tools_read_it(tmp_pat
     assert res["val"] == {"step_500": 30.5, "step_1000": 30.0} and res["test"]["policy"]["checkpoint"] == "step_500"
     tuned = load("libero_stage2_tuned").options.init_from
     assert tuned.startswith("runs/experiments/spatial_stage1/train/checkpoints/")
+
+
+def test_the_apartments_chosen_arm_is_tested_under_each_sensor_profile(tmp_path, monkeypatch):
+    """``house`` with ``profiles`` (RESULTS 2.8): the arm chosen on val (under gt) is tested under every
+    profile -- its memory fed by that profile's frames -- with the navigator under the same sensors and
+    random once; each result is kept apart and says its profile; commands composed as vla-rollout reads them."""
+    from vla.config import check_config, compose
+    from vla.experiment import house
+
+    seen: list[list[str]] = []
+
+    def fake(cmd, log):
+        seen.append(cmd)
+        out = Path(next(x for x in cmd if x.startswith("out="))[4:])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "summary.json").write_text(json.dumps({"episodes": 2, "success_rate": 0.5, "errors": 0}))
+        rows = [{"success": True, "visible_at_start": False}, {"success": False, "visible_at_start": True}]
+        (out / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    monkeypatch.setattr(house, "run", fake)
+    R = tmp_path / "r"
+    (R / "train/memory/round0/checkpoints/step_2000").mkdir(parents=True)
+    (R / "train/memory/round0/summary.json").write_text("{}")
+    recipe = load("house_routes_token_sensors")
+    assert recipe.test_set() == load("house_routes_token").test_set()  # the 20 test apartments: log H counts it
+    res = cli.run(recipe, "test", R, ledger_path=tmp_path / "uses.jsonl")
+    rollouts = [c for c in seen if Path(c[0]).name == "vla-rollout"]
+    got = {}
+    for c in rollouts:
+        cfg = compose("rollout", c[1:])
+        check_config(cfg)
+        split = cfg["env"]["split"]
+        got.setdefault(split, []).append((cfg["agent"]["name"], cfg.get("perception", {}).get("name") or "gt"))
+        if cfg["agent"]["name"] == "vla":
+            assert cfg["agent"]["checkpoint"].endswith("memory/round0/checkpoints/step_2000")
+            assert cfg["agent"]["replan"] == 1
+    assert got["val"] == [("vla", "gt")]  # chosen under gt
+    assert sorted(got["test"]) == sorted(
+        [("vla", p) for p in ("gt", "realistic", "harsh")]
+        + [("memory", p) for p in ("gt", "realistic", "harsh")]
+        + [("random", "gt")]
+    )
+    assert set(res["test"]) == {
+        "memory",
+        "memory_realistic",
+        "memory_harsh",
+        "memory_navigator",
+        "memory_navigator_realistic",
+        "memory_navigator_harsh",
+        "random",
+    }
+    assert res["test"]["memory_harsh"]["perception"] == "harsh" and res["test"]["memory"]["perception"] == "gt"
+    assert "| memory_realistic | realistic | 2 |" in house.house_table(res)

@@ -110,21 +110,30 @@ def house(a) -> dict:
             if (out / "summary.json").exists():
                 results["val"].setdefault(arm, {})[f"round{r}"] = _nav(out)
     if a.stage in ("all", "test", "table"):
-        for arm in arms:
-            best = _best_round(a, results["val"].get(arm, {}))
-            ck = None if best is None else _final(R, arm, best)
-            if ck is None:
-                continue
-            out = R / "test" / arm
-            if a.stage != "table":
-                _rollout(a, [*test, *_learner(a, ck)], out, R / "logs/test.log")
-            results["test"][arm] = {"round": best, "checkpoint": str(ck), "replan": a.replan, **_nav(out)}
-        for name in ("memory_navigator", "random"):
-            out = R / "test" / name
-            if a.stage != "table":
-                agent = "agent=memory" if name == "memory_navigator" else "agent=random"
-                _rollout(a, [*test, agent], out, R / "logs/test.log")
-            results["test"][name] = _nav(out)
+        for profile in a.profiles:  # the arm chosen on val (under gt), then tested under each sensor profile
+            tag, sensors = ("", []) if profile == "gt" else (f"_{profile}", [f"perception={profile}"])
+            for arm in arms:
+                best = _best_round(a, results["val"].get(arm, {}))
+                ck = None if best is None else _final(R, arm, best)
+                if ck is None:
+                    continue
+                out = R / "test" / f"{arm}{tag}"
+                if a.stage != "table":
+                    _rollout(a, [*test, *sensors, *_learner(a, ck)], out, R / "logs/test.log")
+                results["test"][f"{arm}{tag}"] = {
+                    "round": best,
+                    "checkpoint": str(ck),
+                    "replan": a.replan,
+                    "perception": profile,
+                    **_nav(out),
+                }
+            # the navigator under the same sensors; random perceives nothing: run once
+            for name in ("memory_navigator", "random") if profile == a.profiles[0] else ("memory_navigator",):
+                out = R / "test" / f"{name}{tag if name != 'random' else ''}"
+                if a.stage != "table":
+                    agent = "agent=memory" if name == "memory_navigator" else "agent=random"
+                    _rollout(a, [*test, *(sensors if name != "random" else []), agent], out, R / "logs/test.log")
+                results["test"][out.name] = {"perception": profile if name != "random" else "-", **_nav(out)}
     return results
 
 
@@ -216,9 +225,9 @@ def _nav(out: Path) -> dict:
 
 def house_table(res: dict) -> str:
     rows = [
-        "| agent | episodes | success (stop within 1 m, target in view) | SPL | reached | mean path (m) "
+        "| agent | sensors | episodes | success (stop within 1 m, target in view) | SPL | reached | mean path (m) "
         "| target in view at start | out of view at start | round |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def part(p: dict) -> str:
@@ -227,7 +236,8 @@ def house_table(res: dict) -> str:
     for name, r in res.get("test", {}).items():
         path = f"{r['path_m']:.2f}" if r.get("path_m") is not None else "-"
         rows.append(
-            f"| {name} | {r['episodes']} | {100 * (r['success'] or 0):.1f} % | {r['spl'] or 0:.3f} | "
+            f"| {name} | {r.get('perception', 'gt')} | {r['episodes']} | {100 * (r['success'] or 0):.1f} % | "
+            f"{r['spl'] or 0:.3f} | "
             f"{100 * (r['reached'] or 0):.1f} % | {path} | {part(r['in_view'])} | {part(r['out_of_view'])} | "
             f"{r.get('round', '-')} |"
         )

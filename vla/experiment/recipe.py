@@ -40,7 +40,7 @@ READS: dict[str, tuple[str, ...]] = {
     "libero": (*_TRAINED, "init_from", "suite", "task", "recipe", "demos", "val_demos", "record_first",
                "arm_init_noise", "val_first", "val_trials", "agents"),
     "house": (*_TRAINED, "arms", "init_from", "scenes", "dagger", "dagger_scenes", "dagger_steps", "house_chunk",
-              "replan", "house_recipe", "house_proprio", "val_scenes", "test_scenes"),
+              "replan", "house_recipe", "house_proprio", "val_scenes", "test_scenes", "profiles"),
     "gst": (*_TRAINED, "arms", "val_scenes", "test_scenes", "train_scenes", "gst_ego_weight"),
     "replay": ("steps", "lr", "batch_size", "suite", "task", "demos", "record_first"),
     "gst_eval": ("test_scenes", "profiles", "gst_every"),
@@ -77,7 +77,7 @@ class Options:
     test_scenes: int = 20  # house, gst: test apartments
     # gst, gst_eval
     train_scenes: int = 40  # train apartments of the question set
-    profiles: list[str] = field(default_factory=lambda: ["gt"])  # gst_eval: perception profiles answered under
+    profiles: list[str] = field(default_factory=lambda: ["gt"])  # gst_eval, house: the test's perception profiles
     gst_every: int = 30  # gst_eval: mid-episode questions every N steps (0: offline only)
     # spatial (val_scenes, test_scenes, train_scenes too)
     views: int = 6  # rendered views per apartment
