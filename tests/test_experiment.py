@@ -108,7 +108,7 @@ def test_the_repository_ledger_names_todays_recipes():
         recipe = load(r["experiment"])
         assert (r["hash"], r["test_set"]) == (recipe.content_hash(), recipe.test_set()), r["experiment"]
     assert len(ledger.uses(load("libero_object_oft_perturbed").content_hash())) == 2  # 44/50, then 43/50
-    assert len(ledger.set_uses("libero/libero_object/task0/official")) == 5  # L1, L2, L4-L6 (L3: openpi's loop)
+    assert len(ledger.set_uses("libero/libero_object/task0/official")) == 6  # L1-L6 (L3: openpi's loop)
 
 
 def test_an_unfinished_test_is_no_use(tmp_path, monkeypatch):
@@ -271,3 +271,103 @@ def test_the_apartments_chosen_arm_is_tested_under_each_sensor_profile(tmp_path,
     }
     assert res["test"]["memory_harsh"]["perception"] == "harsh" and res["test"]["memory"]["perception"] == "gt"
     assert "| memory_realistic | realistic | 2 |" in house.house_table(res)
+
+
+def test_openpis_loop_runs_against_a_served_checkpoint_and_the_server_always_stops(tmp_path, monkeypatch):
+    """``openpi`` (RESULTS 6.1): vla-serve serves the recipe's checkpoint with openpi's protocol on loopback,
+    the LIBERO loop plays the recipe's states against that port, and the server is stopped even when the
+    loop fails; a checkpoint that is not there is refused before anything starts."""
+    from vla.config import compose
+    from vla.experiment import openpi
+
+    servers, clients = [], []
+
+    class Server:
+        def __init__(self, cmd, **kw):
+            self.cmd, self.stopped = cmd, False
+            servers.append(self)
+
+        def poll(self):
+            return None
+
+        def terminate(self):
+            self.stopped = True
+
+        def wait(self, timeout=None):
+            return 0
+
+    monkeypatch.setattr(openpi.subprocess, "Popen", Server)
+    monkeypatch.setattr(openpi, "_wait", lambda server, port, log: None)
+    monkeypatch.setattr(openpi, "run", lambda cmd, log: clients.append(cmd))
+    recipe = load("openpi_loop")
+    assert recipe.test_set() == "libero/libero_object/task0/official"  # log L's states
+    with pytest.raises(SystemExit, match="no checkpoint"):
+        cli.run(recipe, "test", tmp_path / "r", ledger_path=tmp_path / "uses.jsonl")
+    assert servers == []
+    ck = tmp_path / "step_2000"
+    ck.mkdir()
+    recipe = load("openpi_loop", {"policy_path": str(ck)})
+    cli.run(recipe, "test", tmp_path / "r", ledger_path=tmp_path / "uses.jsonl")
+    (server,), (client,) = servers, clients
+    cfg = compose("serve", server.cmd[1:])
+    assert (cfg["protocol"], cfg["host"], cfg["policy_path"], cfg["env"]["name"]) == (
+        "openpi", "127.0.0.1", str(ck), "libero"
+    )  # fmt: skip
+    port = cfg["port"]
+    assert server.stopped and Path(client[1]).name == "openpi_libero_eval.py"
+    args = dict(zip(client[2::2], client[3::2]))
+    assert args == {
+        "--host": "127.0.0.1", "--port": str(port), "--suite": "libero_object", "--task": "0", "--trials": "5",
+        "--replan-steps": "8", "--out": str(tmp_path / "r" / "test"),
+    }  # fmt: skip
+
+    def failing(cmd, log):
+        raise SystemExit("failed")
+
+    monkeypatch.setattr(openpi, "run", failing)
+    with pytest.raises(SystemExit):
+        cli.run(recipe, "test", tmp_path / "r", ledger_path=tmp_path / "uses.jsonl")
+    assert len(servers) == 2 and servers[1].stopped
+
+
+def test_the_house_replay_recipe_is_the_command_that_made_row_2_1(tmp_path, monkeypatch):
+    """``replay`` with ``family: house`` (RESULTS 2.1): the recording, the over-fit and the check compose to
+    the configs of the commands run at ed717ec (docs/RESULTS.md, C6), paths aside."""
+    from vla.config import check_config, compose
+    from vla.experiment import replay
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(replay, "run", lambda cmd, log: seen.append(cmd))
+    R = tmp_path / "r"
+    (R / "demo").mkdir(parents=True)
+    (R / "demo" / "house_0_demo.hdf5").write_text("")
+    cli.run(load("house_replay"), "all", R, ledger_path=tmp_path / "uses.jsonl")
+    record, train, check = seen
+    navigator = "+agent.teacher.navigator={initial_turns: 0, replan_every: 1, switch_margin_m: 0.0}"
+    c6_record = [
+        "env=house", "env.stop_action=true", "env.split=train", "env.num_scenes=1", "eval.trials_per_task=2",
+        "agent=dagger", "agent.beta=1.0", "agent.execute_bins=256", navigator, f"record={R / 'demo'}",
+    ]  # fmt: skip
+    ours = compose("rollout", record[1:])
+    check_config(ours)
+    assert _without(ours, "out", "progress") == _without(compose("rollout", c6_record), "out", "progress")
+    c6_train = [
+        "model=tiny_qwen2_5_vl", "policy.action_dim=4", "policy.chunk=4", "policy.decoding=parallel", "data=house_nav",
+        "data.cameras=[ego]", "data.action_mask=[true,true,true,false]", "data.action_normalization=spec",
+        "policy=house_memory",
+        "data.memory={inputs: [topdown, objects, text], map_level: easy, map_frame: ego_up, map_extent_m: 10.0, "
+        "map_size: [112, 112], max_objects: 8}",
+        "policy.inputs.proprio=token", "policy.inputs.memory_text_jitter=[3.0,0.1]",
+        "policy.inputs.proprio_keys=[sensors/motion]", f"data.paths=[{R / 'demo'}]",
+        f"data.cache_dir={R / 'memory_cache'}", "train.steps=1500", "train.batch_size=8", "train.lr=0.0005",
+        "train.vision_lr_scale=1.0", "train.threads=1", "train.val_every=0", "train.loader_workers=0",
+    ]  # fmt: skip
+    ours = compose("train", train[1:])
+    assert _without(ours, "out", "progress") == _without(compose("train", c6_train), "out", "progress")
+    assert check[1:] == ["-m", "vla.experiment.replay_check", str(R / "demo" / "house_0_demo.hdf5")] + [
+        str(R / "fit" / "policy"), "--memory-cache", str(R / "check_cache"), "--out", str(R / "check")
+    ]  # fmt: skip
+
+
+def _without(cfg: dict, *keys: str) -> dict:
+    return {k: v for k, v in cfg.items() if k not in keys}

@@ -57,6 +57,7 @@ def run(recipe: Recipe, stage: str, root: Path, force: bool = False, ledger_path
     from .gst_eval import gst_eval
     from .house import house, house_table
     from .libero import libero
+    from .openpi import openpi
     from .replay import replay
     from .rollouts import rollouts
     from .spatial import spatial
@@ -68,8 +69,11 @@ def run(recipe: Recipe, stage: str, root: Path, force: bool = False, ledger_path
     root.mkdir(parents=True, exist_ok=True)
     write_json_atomic(root / "recipe.json", {"name": recipe.name, "hash": h, **recipe.identity()})
     a = SimpleNamespace(**asdict(recipe.options), root=str(root), stage=stage)
-    runners = dict(libero=libero, house=house, gst=gst, spatial=spatial, replay=replay, gst_eval=gst_eval)
-    res = {**runners, "rollouts": rollouts}[recipe.kind](a)
+    runners = dict(
+        libero=libero, house=house, gst=gst, spatial=spatial, replay=replay, gst_eval=gst_eval, rollouts=rollouts,
+        openpi=openpi,
+    )  # fmt: skip
+    res = runners[recipe.kind](a)
     res = {"experiment": recipe.name, "hash": h, "test_set": recipe.test_set(), **res}
     res.update(tests_before=before, test_set_uses_before=set_before)
     if testing and res.get("test"):

@@ -81,17 +81,7 @@ def house(a) -> dict:
     if "memory" in arms and "memory" in RECIPES[a.house_recipe]:  # the recipe's memory inputs
         arms["memory"] = ["policy=house_memory", f"data.memory={RECIPES[a.house_recipe]['memory']}"]
         arms["memory"] += RECIPES[a.house_recipe].get("memory_policy", [])
-    common = [
-        "model=tiny_qwen2_5_vl",
-        "policy.action_dim=4",
-        f"policy.chunk={a.house_chunk}",
-        "policy.decoding=parallel",
-        "data=house_nav",
-        "data.cameras=[ego]",  # as the first runs had it (the default follows the policy's cameras)
-        "data.action_mask=[true,true,true,false]",
-        *RECIPES[a.house_recipe]["train"],
-        *PROPRIO[a.house_proprio or RECIPES[a.house_recipe]["proprio"]],
-    ]
+    common = train_args(a.house_recipe, a.house_chunk, a.house_proprio)
     if a.stage in ("all", "train"):
         for arm, extra in arms.items():
             for r in range(a.dagger + 1):
@@ -135,6 +125,21 @@ def house(a) -> dict:
                     _rollout(a, [*test, *(sensors if name != "random" else []), agent], out, R / "logs/test.log")
                 results["test"][out.name] = {"perception": profile if name != "random" else "-", **_nav(out)}
     return results
+
+
+def train_args(recipe: str, chunk: int, proprio: str | None = None) -> list[str]:
+    """What every arm of a house recipe trains with (the arm adds its policy and memory inputs)."""
+    return [
+        "model=tiny_qwen2_5_vl",
+        "policy.action_dim=4",
+        f"policy.chunk={chunk}",
+        "policy.decoding=parallel",
+        "data=house_nav",
+        "data.cameras=[ego]",  # as the first runs had it (the default follows the policy's cameras)
+        "data.action_mask=[true,true,true,false]",
+        *RECIPES[recipe]["train"],
+        *PROPRIO[proprio or RECIPES[recipe]["proprio"]],
+    ]
 
 
 def _round(a, R: Path, env: list[str], common: list[str], arm: str, extra: list[str], r: int) -> None:

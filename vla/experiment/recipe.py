@@ -5,7 +5,8 @@ scripted demonstrations; ``house``: "go to the <object>" in the apartments with 
 ``gst``: GST questions as visual QA with and without the map; ``replay``: one demonstration over-fitted
 and replayed; ``gst_eval``: the memory agent on the GST test questions, nothing learned; ``rollouts``:
 fixed agents in closed loop, each run named by its ``vla-rollout`` overrides; ``spatial``: stage 1 of
-spatial tuning, the backbone on spatial-perception questions), its
+spatial tuning, the backbone on spatial-perception questions; ``openpi``: openpi's LIBERO loop against
+``vla-serve`` serving a checkpoint), its
 demonstrations, arms, training budget, selection rule and val and test sets, as the fields of
 :class:`Options`. The file holds only what differs from the defaults::
 
@@ -42,9 +43,10 @@ READS: dict[str, tuple[str, ...]] = {
     "house": (*_TRAINED, "arms", "init_from", "scenes", "dagger", "dagger_scenes", "dagger_steps", "house_chunk",
               "replan", "house_recipe", "house_proprio", "val_scenes", "test_scenes", "profiles"),
     "gst": (*_TRAINED, "arms", "val_scenes", "test_scenes", "train_scenes", "gst_ego_weight"),
-    "replay": ("steps", "lr", "batch_size", "suite", "task", "demos", "record_first"),
+    "replay": ("steps", "lr", "batch_size", "family", "suite", "task", "demos", "record_first"),
     "gst_eval": ("test_scenes", "profiles", "gst_every"),
     "rollouts": ("runs",),
+    "openpi": ("policy_path", "suite", "task", "trials", "replan_steps"),
     "spatial": (*_TRAINED, "train_scenes", "val_scenes", "test_scenes", "views", "spatial_tasks", "per_view"),
 }  # fmt: skip
 KINDS = tuple(READS)
@@ -87,6 +89,7 @@ class Options:
     runs: dict[str, list[str]] = field(default_factory=dict)  # name -> vla-rollout overrides (env, agent, trials)
     gst_ego_weight: float = 0.0  # the four egocentric subtasks sampled this many times as often (0: the set alone)
     # libero, replay
+    family: str = "libero"  # replay: libero (suite, task) | house (train apartment house_0)
     suite: str = "libero_object"
     task: int = 0
     recipe: str = "oft"  # oft | openvla: the policy's inputs and decoding (vla/experiment/libero.py)
@@ -97,6 +100,10 @@ class Options:
     val_first: int = 1000  # first sampled init state of the val rollouts
     val_trials: int = 10  # val rollouts per checkpoint and setting
     agents: list[str] = field(default_factory=list)  # NAME=k=v,...: closed-loop settings compared on val
+    # openpi (suite, task too)
+    policy_path: str | None = None  # the checkpoint served (another experiment's)
+    trials: int = 50  # official init states played (the first N)
+    replan_steps: int = 5  # actions played of each chunk (openpi: 5)
 
     def __post_init__(self) -> None:
         if self.select not in ("val", "final"):
@@ -116,6 +123,8 @@ class Options:
         bad = [k for k, v in self.runs.items() if any(x.split("=")[0] in ("out", "eval.workers") for x in v)]
         if bad:
             raise ValueError(f"runs {bad}: out= and eval.workers= are the runner's (root=, workers=)")
+        if self.trials < 1 or self.replan_steps < 1:
+            raise ValueError(f"trials and replan_steps must be >= 1, got {self.trials} and {self.replan_steps}")
         if self.gst_every < 0:
             raise ValueError(f"gst_every must be >= 0, got {self.gst_every}")
 
@@ -135,8 +144,10 @@ class Recipe:
         """The test set the recipe's test stage uses: several recipes share one (docs/RESULTS.md counts a
         test set's uses across all of them)."""
         o = self.options
-        if self.kind in ("libero", "replay"):
-            where = "official" if self.kind == "libero" else f"sampled{o.record_first}"  # replay: its own demo
+        if self.kind in ("libero", "replay", "openpi"):  # openpi: the first `trials` of the official states
+            if self.kind == "replay" and o.family == "house":  # its own training episode
+                return f"house/train/house_0/trial{o.record_first}"
+            where = "sampled" + str(o.record_first) if self.kind == "replay" else "official"  # replay: its demo
             return f"libero/{o.suite}/task{o.task}/{where}"
         if self.kind == "spatial":  # the spatial questions of the first N test apartments
             return f"spatial/test/{o.test_scenes}"
@@ -207,6 +218,10 @@ def check(recipe: Recipe) -> None:
         check_tasks(o.spatial_tasks)
     if o.views < 1 or o.per_view < 1:
         raise ValueError(f"views and per_view must be >= 1, got {o.views} and {o.per_view}")
+    if o.family not in ("libero", "house"):
+        raise ValueError(f"family must be 'libero' or 'house', got {o.family!r}")
+    if recipe.kind == "openpi" and not o.policy_path:
+        raise ValueError(f"experiment {recipe.name!r}: an openpi experiment serves a checkpoint: set policy_path")
     if o.house_proprio is not None and o.house_proprio not in PROPRIO:
         raise ValueError(f"house_proprio must be one of {sorted(PROPRIO)} or null, got {o.house_proprio!r}")
 
