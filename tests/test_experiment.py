@@ -371,3 +371,53 @@ def test_the_house_replay_recipe_is_the_command_that_made_row_2_1(tmp_path, monk
 
 def _without(cfg: dict, *keys: str) -> dict:
     return {k: v for k, v in cfg.items() if k not in keys}
+
+
+def test_the_learned_detector_is_chosen_on_val_frames_and_its_test_frames_render_only_at_test(tmp_path, monkeypatch):
+    """``detector`` (RESULTS 3.10-3.12): val and train frames and the questions at record, the detector
+    trained (best val F1 kept), its test frames rendered only in the test stage; then the memory agent with
+    ``perception=learned`` and that checkpoint, offline and mid-episode, and the frame-only control under
+    learned and every profile -- the GST commands composed as vla-gst / vla-rollout read them."""
+    from vla.config import compose
+    from vla.experiment import detector, gst_eval
+
+    seen: list[list[str]] = []
+
+    def fake(cmd, log):
+        seen.append(cmd)
+        if cmd[2:4] == ["vla.detector", "train"]:
+            out = Path(cmd[cmd.index("--out") + 1])
+            out.mkdir(parents=True)
+            (out / "best.pt").write_text("")
+
+    monkeypatch.setattr(detector, "run", fake)
+    monkeypatch.setattr(gst_eval, "run", fake)
+    R = tmp_path / "r"
+    recipe = load("gst_learned_detector")
+    assert recipe.test_set() == load("gst_memory_agent").test_set()  # the same 20 apartments' questions
+    book = tmp_path / "uses.jsonl"
+    for stage in ("record", "train"):
+        cli.run(recipe, stage, R, ledger_path=book)
+    renders = [c[c.index("--split") + 1] for c in seen if c[3:4] == ["render"]]
+    assert renders == ["val", "train"]  # no test frame before the choice
+    train = next(c for c in seen if c[3:4] == ["train"])
+    assert train[train.index("--epochs") + 1] == "4" and train[-5:] == ["--widths", "16", "24", "40", "64"]
+    seen.clear()
+    cli.run(recipe, "test", R, ledger_path=book)
+    assert [c[c.index("--split") + 1] for c in seen if c[3:4] == ["render"]] == ["test"]
+    evals = [c[c.index("--split") + 1] for c in seen if c[3:4] == ["eval"]]
+    assert evals == ["val", "test"]
+    gst = [c for c in seen if Path(c[0]).name in ("vla-gst", "vla-rollout")]
+    got = {}
+    for c in gst:
+        tool = Path(c[0]).name
+        cfg = compose("gst" if tool == "vla-gst" else "rollout", c[2:] if tool == "vla-gst" else c[1:])
+        p = cfg.get("perception") or {}
+        key = (tool, cfg["agent"]["answer_from"], p.get("name") or "gt")
+        got[key] = p.get("checkpoint")
+    ck = str(R / "detector" / "best.pt")
+    assert got == {
+        ("vla-gst", "memory", "learned"): ck, ("vla-rollout", "memory", "learned"): ck,
+        ("vla-gst", "frame", "learned"): ck, ("vla-gst", "frame", "gt"): None,
+        ("vla-gst", "frame", "realistic"): None, ("vla-gst", "frame", "harsh"): None,
+    }  # fmt: skip

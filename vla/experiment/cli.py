@@ -53,6 +53,7 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any], dict[str, Any]]:
 def run(recipe: Recipe, stage: str, root: Path, force: bool = False, ledger_path: Path = ledger.LEDGER) -> dict:
     """Runs ``stage`` of ``recipe`` under ``root``; returns its results (also ``root/results.json``)."""
     from .curves import plot_arms
+    from .detector import detector
     from .gst import gst
     from .gst_eval import gst_eval
     from .house import house, house_table
@@ -71,7 +72,7 @@ def run(recipe: Recipe, stage: str, root: Path, force: bool = False, ledger_path
     a = SimpleNamespace(**asdict(recipe.options), root=str(root), stage=stage)
     runners = dict(
         libero=libero, house=house, gst=gst, spatial=spatial, replay=replay, gst_eval=gst_eval, rollouts=rollouts,
-        openpi=openpi,
+        openpi=openpi, detector=detector,
     )  # fmt: skip
     res = runners[recipe.kind](a)
     res = {"experiment": recipe.name, "hash": h, "test_set": recipe.test_set(), **res}

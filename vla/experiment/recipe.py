@@ -6,7 +6,8 @@ scripted demonstrations; ``house``: "go to the <object>" in the apartments with 
 and replayed; ``gst_eval``: the memory agent on the GST test questions, nothing learned; ``rollouts``:
 fixed agents in closed loop, each run named by its ``vla-rollout`` overrides; ``spatial``: stage 1 of
 spatial tuning, the backbone on spatial-perception questions; ``openpi``: openpi's LIBERO loop against
-``vla-serve`` serving a checkpoint), its
+``vla-serve`` serving a checkpoint; ``detector``: a detector trained on rendered frames, and the memory
+agent answering GST with it), its
 demonstrations, arms, training budget, selection rule and val and test sets, as the fields of
 :class:`Options`. The file holds only what differs from the defaults::
 
@@ -47,6 +48,7 @@ READS: dict[str, tuple[str, ...]] = {
     "gst_eval": ("test_scenes", "profiles", "gst_every"),
     "rollouts": ("runs",),
     "openpi": ("policy_path", "suite", "task", "trials", "replan_steps"),
+    "detector": ("train_scenes", "val_scenes", "test_scenes", "epochs", "profiles", "gst_every"),
     "spatial": (*_TRAINED, "train_scenes", "val_scenes", "test_scenes", "views", "spatial_tasks", "per_view"),
 }  # fmt: skip
 KINDS = tuple(READS)
@@ -81,6 +83,8 @@ class Options:
     train_scenes: int = 40  # train apartments of the question set
     profiles: list[str] = field(default_factory=lambda: ["gt"])  # gst_eval, house: the test's perception profiles
     gst_every: int = 30  # gst_eval: mid-episode questions every N steps (0: offline only)
+    # detector (train_scenes, val_scenes, test_scenes: apartments rendered; profiles, gst_every too)
+    epochs: int = 4  # the detector's training epochs (best val F1 kept)
     # spatial (val_scenes, test_scenes, train_scenes too)
     views: int = 6  # rendered views per apartment
     spatial_tasks: list[str] = field(default_factory=list)  # the task types asked (empty: all)
@@ -108,7 +112,7 @@ class Options:
     def __post_init__(self) -> None:
         if self.select not in ("val", "final"):
             raise ValueError(f"select must be 'val' or 'final', got {self.select!r}")
-        for name in ("steps", "checkpoints", "workers"):
+        for name in ("steps", "checkpoints", "workers", "epochs"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.steps % self.checkpoints:
@@ -153,7 +157,7 @@ class Recipe:
             return f"spatial/test/{o.test_scenes}"
         if self.kind == "rollouts":  # each run's env, trials and init states: the recipe is its own set
             return f"rollouts/{self.name}"
-        kind = "gst" if self.kind == "gst_eval" else self.kind  # the same question set
+        kind = "gst" if self.kind in ("gst_eval", "detector") else self.kind  # the same question set
         return f"{kind}/test/{o.test_scenes}"  # the first N test apartments (house: stop protocol)
 
     def content_hash(self) -> str:
