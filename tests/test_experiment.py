@@ -25,6 +25,10 @@ def test_every_named_recipe_loads_with_an_identity_of_its_own():
         assert load(n).summary, f"{n}: a recipe says what it makes and where it is quoted"
 
 
+def test_a_kind_that_saves_no_checkpoints_takes_any_step_count():
+    assert load("house_replay", {"steps": 2}).options.steps == 2  # replay: one final policy
+
+
 def test_the_identity_changes_with_the_recipe_not_with_how_it_runs():
     base = load("libero_object_oft_perturbed")
     assert load("libero_object_oft_perturbed", {"workers": 2}).content_hash() == base.content_hash()
@@ -46,6 +50,10 @@ def test_the_identity_changes_with_the_recipe_not_with_how_it_runs():
         (["steps=3"], "usage"),
         (["gst_memory_agent", "steps=3"], "does not read ['steps']"),
         (["gst_memory_agent", "profiles=[gt,foggy]"], "foggy"),
+        (["libero_object_oft", "steps=10"], "steps (10) must be a multiple of checkpoints (4)"),
+        (["house_replay", "family=kitchen"], "family must be"),
+        (["openpi_loop", "trials=0"], "trials and replan_steps must be >= 1"),
+        (["gst_learned_detector", "epochs=0"], "epochs must be >= 1"),
     ],
 )
 def test_bad_command_lines_are_refused_with_what_is_wrong(argv, message):
