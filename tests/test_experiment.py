@@ -429,3 +429,32 @@ def test_the_learned_detector_is_chosen_on_val_frames_and_its_test_frames_render
         ("vla-gst", "frame", "learned"): ck, ("vla-gst", "frame", "gt"): None,
         ("vla-gst", "frame", "realistic"): None, ("vla-gst", "frame", "harsh"): None,
     }  # fmt: skip
+
+
+def test_stage_select_is_everything_but_the_test(tmp_path, monkeypatch):
+    """``stage=select`` records, trains and scores every checkpoint on val -- what a recipe whose test set
+    has been used can still run -- and touches neither the test states nor the ledger."""
+    from vla.experiment import libero
+
+    seen: list[str] = []
+
+    def fake(cmd, log):
+        out = Path(next(x for x in cmd if x.startswith("out="))[4:])
+        seen.append(f"{Path(cmd[0]).name}:{out.relative_to(tmp_path / 'r')}")
+        if Path(cmd[0]).name == "vla-train":
+            for step in (4, 8):
+                (out / "checkpoints" / f"step_{step}").mkdir(parents=True)
+        else:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "summary.json").write_text(json.dumps({"success_rate": 0.5, "episodes": 2}))
+
+    monkeypatch.setattr(libero, "run", fake)
+    book = tmp_path / "uses.jsonl"
+    res = cli.run(load("libero_object_oft", {"steps": 8, "checkpoints": 2}), "select", tmp_path / "r", ledger_path=book)
+    assert seen == [
+        "vla-rollout:rec",
+        "vla-train:train",
+        "vla-rollout:val/step_4-chunk",
+        "vla-rollout:val/step_8-chunk",
+    ]
+    assert res["test"] == {} and ledger.read(book) == []

@@ -2,6 +2,7 @@
 result, end to end (docs/experiments/README.md).
 
     vla-experiment libero_object_oft                 # record, train, select on val, test, table
+    vla-experiment libero_object_oft stage=select    # record, train, choose on val: all but the test
     vla-experiment libero_object_oft stage=table     # the results again, nothing run
     vla-experiment --list                            # the named recipes
 

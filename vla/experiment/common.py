@@ -29,6 +29,12 @@ def run(cmd: list[str], log: Path) -> None:
         raise SystemExit(f"failed ({r.returncode}): {' '.join(cmd)} -- see {log}")
 
 
+def doing(a, stage: str) -> bool:
+    """Whether the run does ``stage`` (``record`` or ``train``): asked for, or ``all``, or ``select`` --
+    everything but the test (record, train, choose on val), each resuming where it stopped."""
+    return a.stage in ("all", stage) or (a.stage == "select" and stage in ("record", "train"))
+
+
 def summary(out: Path) -> dict:
     return json.loads((out / "summary.json").read_text())
 

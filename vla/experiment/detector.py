@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from .common import run
+from .common import doing, run
 from .gst_eval import answer, generate
 
 INPUT_SIZE = ("96", "96")  # the detector's input, as RESULTS 3.10's run3 had it
@@ -45,10 +45,10 @@ def detector(a) -> dict:
         return {k: r.get(k) for k in ("frames", "apartments", "threshold", "recall", "precision", "f1", "mAP")}
 
     questions = generate(a, R)
-    if a.stage in ("all", "record"):
+    if doing(a, "record"):
         render("val", a.val_scenes)
         render("train", a.train_scenes)
-    if a.stage in ("all", "train"):
+    if doing(a, "train"):
         cmd = [*tool, "train", "--frames", str(frames), "--out", str(D), "--epochs", str(a.epochs)]
         run([*cmd, "--input-size", *INPUT_SIZE, "--widths", *WIDTHS], R / "logs/train.log")
     results: dict = {"val": {}, "test": {}}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .common import BIN, _mean, budget, checkpoints, choose, only, run
+from .common import BIN, _mean, budget, checkpoints, choose, doing, only, run
 
 EGO = ("EDv", "EDs", "EDistv", "EDists")  # answered by one row of the memory's object table
 # the memory arm's inputs (the stream cache's files are keyed by them; analyses/probe_gst_copy.py reads them too)
@@ -41,7 +41,7 @@ def _ego_mixture(questions: Path, weight: float, cache: Path | None) -> list[str
 def gst(a) -> dict:
     R = Path(a.root)
     sets = {"train": a.train_scenes, "val": a.val_scenes, "test": a.test_scenes}
-    if a.stage in ("all", "record"):
+    if doing(a, "record"):
         for split, n in sets.items():
             run(
                 [
@@ -76,7 +76,7 @@ def gst(a) -> dict:
         "data.val_fraction=0",
         *budget(a, batch=8, val_every=0),
     ]
-    if a.stage in ("all", "train"):
+    if doing(a, "train"):
         for arm, extra in arms.items():
             mix = _ego_mixture(
                 R / "questions" / "train", a.gst_ego_weight, R / "stream_cache" if arm == "memory" else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .common import BIN, run, summary
+from .common import BIN, doing, run, summary
 
 RANDOM_MAX_STEPS = 120  # the random agent's mid-episode episodes (it never stops by itself)
 
@@ -35,7 +35,7 @@ def gst_eval(a) -> dict:
 def generate(a, R: Path) -> Path:
     """The test split's questions (the first ``test_scenes`` test apartments), generated at ``record``."""
     questions = R / "questions" / "test"
-    if a.stage in ("all", "record"):
+    if doing(a, "record"):
         run(
             [str(BIN / "vla-gst"), "generate", "env=house", "split=test", f"scenes={a.test_scenes}"]
             + [f"out={questions}", "progress=false"],

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .common import BIN, HOUSE_MEMORY, budget, checkpoints, only, run, summary
+from .common import BIN, HOUSE_MEMORY, budget, checkpoints, doing, only, run, summary
 
 ARMS = {"memory": ["policy=house_memory", f"data.memory={HOUSE_MEMORY}"], "no_memory": ["policy=house"]}
 NAVIGATOR = "{initial_turns: 0, replan_every: 1, switch_margin_m: 0.0}"  # decides on its map, every step
@@ -61,7 +61,7 @@ PROPRIO = {"motion": ["policy.inputs.proprio=token", "policy.inputs.proprio_keys
 def house(a) -> dict:
     R = Path(a.root)
     env = ["env=house", "env.stop_action=true"]
-    if a.stage in ("all", "record"):
+    if doing(a, "record"):
         run(
             [
                 str(BIN / "vla-rollout"),
@@ -82,7 +82,7 @@ def house(a) -> dict:
         arms["memory"] = ["policy=house_memory", f"data.memory={RECIPES[a.house_recipe]['memory']}"]
         arms["memory"] += RECIPES[a.house_recipe].get("memory_policy", [])
     common = train_args(a.house_recipe, a.house_chunk, a.house_proprio)
-    if a.stage in ("all", "train"):
+    if doing(a, "train"):
         for arm, extra in arms.items():
             for r in range(a.dagger + 1):
                 _round(a, R, env, common, arm, extra, r)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import BIN, budget, checkpoints, run, summary
+from .common import BIN, budget, checkpoints, doing, run, summary
 
 
 RECIPES = {
@@ -33,7 +33,7 @@ def libero(a) -> dict:
     # sampled states, optionally with the arm's start perturbed as in the official states' recording;
     # the test's official states are never touched
     sampled = ["env.init_states=sampled", *([f"env.arm_init_noise={a.arm_init_noise}"] if a.arm_init_noise else [])]
-    if a.stage in ("all", "record"):
+    if doing(a, "record"):
         run(
             [
                 str(BIN / "vla-rollout"),
@@ -58,7 +58,7 @@ def libero(a) -> dict:
         *budget(a, batch=16, val_every=max(1, a.steps // 10)),
         *([f"train.init_from={a.init_from}"] if a.init_from else []),  # stage 2 of spatial tuning
     ]
-    if a.stage in ("all", "train"):
+    if doing(a, "train"):
         run([str(BIN / "vla-train"), *common, f"out={R / 'train'}"], R / "logs/train.log")
     agents = {name: ["agent=vla", *(f"agent.{kv}" for kv in kvs.split(",") if kv)] for name, kvs in _agents(a)}
     results: dict = {"recipe": a.recipe, "suite": a.suite, "task": a.task, "val": {}, "test": {}}

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from .common import BIN, HOUSE_MEMORY, run
+from .common import BIN, HOUSE_MEMORY, doing, run
 from .house import RECIPES, train_args
 
 
@@ -21,7 +21,7 @@ def replay(a) -> dict:
     if a.family == "house":
         return _house(a)
     R = Path(a.root)
-    if a.stage in ("all", "record"):
+    if doing(a, "record"):
         run(
             [
                 str(BIN / "vla-rollout"),
@@ -41,7 +41,7 @@ def replay(a) -> dict:
             ],
             R / "logs/record.log",
         )
-    if a.stage in ("all", "train"):
+    if doing(a, "train"):
         run(
             [
                 str(BIN / "vla-train"),
@@ -78,7 +78,7 @@ def _check(a, R: Path, extra: tuple[str, ...] = ()) -> dict:
 
 def _house(a) -> dict:
     R = Path(a.root)
-    if a.stage in ("all", "record"):
+    if doing(a, "record"):
         run(
             [
                 str(BIN / "vla-rollout"),
@@ -95,7 +95,7 @@ def _house(a) -> dict:
             ],
             R / "logs/record.log",
         )
-    if a.stage in ("all", "train"):
+    if doing(a, "train"):
         run(
             [
                 str(BIN / "vla-train"),

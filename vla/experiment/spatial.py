@@ -10,19 +10,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .common import BIN, budget, checkpoints, choose, run
+from .common import BIN, budget, checkpoints, choose, doing, run
 
 
 def spatial(a) -> dict:
     R = Path(a.root)
     sets = {"train": a.train_scenes, "val": a.val_scenes, "test": a.test_scenes}
     tasks = [f"tasks=[{','.join(a.spatial_tasks)}]"] if a.spatial_tasks else []
-    if a.stage in ("all", "record"):
+    if doing(a, "record"):
         for split, n in sets.items():
             cmd = [str(BIN / "vla-data"), "spatial", "family=house", f"split={split}", f"scenes={n}"]
             cmd += [f"views={a.views}", *tasks, f"per_view={a.per_view}", f"out={R / 'questions'}", "progress=false"]
             run(cmd, R / "logs/generate.log")
-    if a.stage in ("all", "train"):
+    if doing(a, "train"):
         cmd = [str(BIN / "vla-train"), "model=tiny_qwen2_5_vl", "policy=house", "policy.inputs.cameras=[]"]
         cmd += ["data=spatial", f"data.paths=[{R / 'questions' / 'train'}]", "train.threads=1"]
         run(
