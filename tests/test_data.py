@@ -519,3 +519,31 @@ def test_recorded_libero_episode_and_its_tabletop_memory(tmp_path):
                 assert got == v, (step, k)
     # the live transform was reset with the env's spec (an arm: the tabletop memory); equal entries
     # mean the cache chose the same scale from the file's spec
+
+
+def test_a_memory_of_frames_reads_from_the_demonstration_what_a_live_episode_keeps(house):
+    """DemoSource(frames=(K, camera)) gives each sample the frames FrameMemory keeps live at that step: the
+    first frame and K-1 more evenly spaced before it, read from the recording."""
+    from envs.observation import Observation
+    from vla.transforms.frame_memory import FrameMemory, frame_keys, frame_steps
+
+    assert frame_steps(0, 3) == [0, 0, 0] and frame_steps(10, 4) == [0, 2, 5, 7] and frame_steps(2, 3) == [0, 0, 1]
+    root, truth = house
+    src = DemoSource(root, "house_nav", cameras=("ego",), frames=(3, "ego"))
+    for trial, t in truth.items():
+        live = FrameMemory(3, "ego")
+        for step, i in enumerate(src.episode_range(episode_id(trial))):
+            kept = live(Observation.from_dict(t["obs"][step])).memory
+            obs = src.sample(i).obs
+            for j, key in enumerate(frame_keys(3)):
+                np.testing.assert_array_equal(obs[key], kept[key[len("memory/") :]])
+                np.testing.assert_array_equal(obs[key], t["obs"][frame_steps(step, 3)[j]]["cameras/ego/rgb"])
+    sub = src.subset({episode_id(next(iter(truth)))})
+    assert sub.frames == (3, "ego") and "memory/frames/2" in sub.sample(len(sub) - 1).obs
+    with pytest.raises(ValueError, match="one of the source's cameras"):
+        DemoSource(root, "house_nav", cameras=("ego",), frames=(2, "wrist"))
+    first = Observation.from_dict(truth[next(iter(truth))]["obs"][0])
+    live = FrameMemory(2, "ego")
+    live(first)
+    with pytest.raises(RuntimeError, match="needs every frame"):
+        live(first)  # step 0 again: a frame was not seen in order

@@ -412,3 +412,23 @@ def test_the_object_table_jitter_rewrites_its_numbers_in_training_only():
     assert policy.with_memory({"inputs": ["objects", "text"]}, 32).memory.inputs
     with pytest.raises(ValueError, match="add 'objects' to data.memory.inputs"):
         policy.with_memory({"inputs": ["topdown", "text"]}, 32)
+
+
+def test_a_memory_of_frames_shows_the_earlier_frames_after_the_cameras_and_before_the_map():
+    """``inputs.history=K``: the K earlier frames (``memory/frames/<i>``) follow the current cameras in the
+    images and in the prompt's markers, the map stays last; an observation without them is refused."""
+    from vla.policy.inputs import IMAGE, InputConfig, InputTransform
+
+    cfg = InputConfig(cameras=("ego",), image_size=32, history=2, memory_map=True, augment=False)
+    assert cfg.frames_camera == "ego" and InputConfig.from_dict(cfg.to_dict()) == cfg
+    (o,) = _obs_with_state(1, seed=4)
+    rgb = o["cameras/ego/rgb"]
+    frames = [np.full_like(rgb, 10), np.full_like(rgb, 20)]
+    o.update({"memory/frames/0": frames[0], "memory/frames/1": frames[1], "memory/topdown": np.full_like(rgb, 99)})
+    mi = InputTransform(cfg).observation(o)
+    assert [int(im[0, 0, 0]) for im in mi.images[1:]] == [10, 20, 99]
+    assert mi.text.count(IMAGE) == 4 and mi.text.index("Earlier views") < mi.text.index("Map of what")
+    with pytest.raises(ValueError, match="trained with 2 earlier frames"):
+        InputTransform(cfg).observation({k: v for k, v in o.items() if not k.startswith("memory/frames")})
+    with pytest.raises(ValueError, match="inputs.history must be"):
+        InputConfig(history=-1)

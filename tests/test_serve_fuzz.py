@@ -337,3 +337,30 @@ def test_a_thousand_malformed_messages_then_correct_answers():
     assert not good_errors, good_errors[:3]
     assert steps_during_fuzz >= len(messages) // 100  # it stepped at least once per hundred messages
     assert h["errors"] >= 1000
+
+
+def test_each_session_keeps_its_own_memory_of_frames():
+    """A served policy with a memory of frames (``inputs.history``) keeps one per session: each session's
+    model input holds its own earlier frames, a reset starts afresh, and a skipped step is that session's
+    error only."""
+    obs, _ = tour_observations()
+    seen: list[dict] = []
+
+    class Recording(LinearModel):
+        def infer_batch(self, observations):
+            seen.extend(observations)
+            return super().infer_batch(observations)
+
+    policy = ModelSessions(Recording(), frames=(2, "ego"))
+    for s in ("a", "b"):
+        policy.reset(s, "look around", toy_spec())
+    policy.infer_batch(["a"], [obs[0]])
+    policy.infer_batch(["a", "b"], [obs[1], obs[0]])
+    a1, b0 = seen[1], seen[2]
+    assert np.array_equal(a1["memory/frames/0"], obs[0]["cameras/ego/rgb"])
+    assert np.array_equal(b0["memory/frames/0"], obs[0]["cameras/ego/rgb"]) and "memory/frames/1" in b0
+    out = policy.infer_batch(["a", "b"], [obs[5], obs[1]])  # a skips steps 2-4
+    assert isinstance(out[0], RuntimeError) and "needs every frame" in str(out[0])
+    assert np.allclose(out[1], LinearModel.expected(obs[1]["state"]))
+    policy.reset("a", "look around", toy_spec())
+    assert not isinstance(policy.infer_batch(["a"], [obs[0]])[0], Exception)

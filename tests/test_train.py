@@ -292,3 +292,34 @@ def test_bad_configs_are_refused_with_a_clear_error(tmp_path):
     assert r.returncode == 2 and "nothing" in r.stderr
     r = _train(["train.strategy=ddp", "data.paths=[x]", f"out={tmp_path / 'p'}"], check=False)
     assert r.returncode == 2 and "torchrun" in r.stderr
+
+
+def test_a_policy_with_a_memory_of_frames_trains_and_acts_on_the_frames_it_kept(demos, tmp_path):
+    """policy.inputs.history=2 (the implicit-memory baseline, vla/transforms/frame_memory.py): training reads
+    each sample's earlier frames from the demonstrations, the export keeps the setting, and agent=vla keeps
+    the episode's frames and acts in closed loop while its chunks play open loop (it asks for every frame)."""
+    out = _two_steps(demos, tmp_path / "frames", "policy.inputs.history=2", "policy.chunk=4")
+    meta = json.loads((out / "policy" / "vla_policy.json").read_text())
+    assert meta["policy"]["inputs"]["history"] == 2
+    args = ["env=house", "env.seed=900001", "env.use_meshes=false", "env.width=64", "env.height=64"]
+    args += ["env.max_steps=12", "env.num_trials=1", "agent=vla", f"agent.checkpoint={out / 'policy'}"]
+    args += ["eval.workers=0", f"out={tmp_path / 'roll'}", "progress=false"]
+    r = subprocess.run(
+        [str(VENV_BIN / "vla-rollout"), *args], capture_output=True, text=True, env=cli_env(), timeout=300
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    summary = json.loads((tmp_path / "roll" / "summary.json").read_text())
+    assert summary["episodes"] == 1 and summary["errors"] == 0, summary
+    # mid-chunk the agent asks for the next frame all the same (an env that renders on demand must render it)
+    from envs.registry import make_env
+    from vla.agents import make_agent
+
+    env = make_env({"name": "house", "seed": 900001, "use_meshes": False, "width": 64, "height": 64}, 0)
+    try:
+        agent = make_agent({"name": "vla", "checkpoint": str(out / "policy")})
+        obs, _ = env.reset(seed=7, options={"trial": 0})
+        agent.reset(env.instruction, env.env_spec)
+        agent.act(obs)
+        assert agent.reads_next() and len(agent.frames._frames) == 1
+    finally:
+        env.close()

@@ -101,6 +101,12 @@ class VLAAgent:
             from .map_feed import MemoryAnswers
 
             self.memory_answers = MemoryAnswers(self.inputs)
+        self.frames = None  # the memory of frames the policy was trained with (inputs.history), if any
+        icfg = self.policy.config.inputs
+        if getattr(icfg, "history", 0):
+            from vla.transforms.frame_memory import FrameMemory
+
+            self.frames = FrameMemory(icfg.history, icfg.frames_camera)
         self.spec: EnvSpec | None = None
         self._chunks = ChunkBroker(self.options.replan, self.options.ensemble)
         self._streams = None  # offline GST answers: the fused streams of the last few questions
@@ -117,7 +123,11 @@ class VLAAgent:
                 f"the policy emits {cfg.action_dim}-dim actions but the {spec.family} env takes {spec.action.dim} "
                 f"({', '.join(spec.action.names)})"
             )
-        missing = [c for c in cfg.inputs.cameras if c not in spec.camera_names]
+        missing = [
+            c
+            for c in dict.fromkeys([*cfg.inputs.cameras, cfg.inputs.frames_camera])
+            if c and c not in spec.camera_names
+        ]
         if missing:
             raise ValueError(
                 f"the policy reads camera(s) {missing} but the {spec.family} env has {list(spec.camera_names)}"
@@ -128,20 +138,25 @@ class VLAAgent:
         self._chunks.reset()
         if self.inputs is not None:
             self.inputs.reset(spec)
+        if self.frames is not None:
+            self.frames.reset()
 
     def _predict(self, observation: Observation) -> np.ndarray:
         return self.policy.infer_batch([observation.to_dict()], use_generate=self.options.decode == "generate")[0]
 
     def reads_next(self) -> bool:
-        """The next ``act`` reads the frames when the memory fuses every one, or when it asks the policy
-        (no action of a chunk left to play, or ensembling, which asks every step)."""
-        return self.inputs is not None or self._chunks.asks_next()
+        """The next ``act`` reads the frames when the memory fuses every one (the spatial memory, or the memory
+        of frames), or when it asks the policy (no action of a chunk left to play, or ensembling, which asks
+        every step)."""
+        return self.inputs is not None or self.frames is not None or self._chunks.asks_next()
 
     def act(self, observation: Observation) -> np.ndarray:
         if self.spec is None:
             raise RuntimeError("VLAAgent.act before reset(instruction, spec)")
         if self.inputs is not None:
             observation = self.inputs(observation)
+        if self.frames is not None:
+            observation = self.frames(observation)
         action = self._chunks(lambda: self._predict(observation))
         action = np.nan_to_num(np.asarray(action, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
         return np.clip(action, self._low, self._high)

@@ -11,6 +11,8 @@ taken, in the :meth:`~envs.observation.Observation.to_dict` layout --
     cameras/<cam>/label_ids|label_names   with the instance field: the episode's instance labels
     sensors/<key>                 the env's sensors (house: blocked, motion; LIBERO: joint_states, ..., robot_state)
     memory/<key>                  with ``memory=MemoryCache(...)``: the spatial memory after fusing 0..t
+    memory/frames/<i>             with ``frames=(K, camera)``: K earlier rgb frames of that camera, the
+                                  episode's first and K-1 more up to t (``vla.transforms.frame_memory``)
 
 -- and ``actions`` is ``(chunk, D)``: ``a_t .. a_{t+chunk-1}``, the last action repeated past the
 episode's end. Camera names are the env's (``agentview``, ``wrist``, ``ego``); a file prefix
@@ -58,6 +60,7 @@ class DemoSource:
         camera_fields: Sequence[str] = ("rgb",),
         orientation: str | None = "rot180",
         max_open: int = 64,
+        frames: tuple[int, str] | None = None,
     ) -> None:
         refs, actions = [], []
         for path in find_demo_files(paths):
@@ -72,9 +75,11 @@ class DemoSource:
             if len(families) != 1:
                 raise ValueError(f"DemoSource: episodes of several env families {families}: name a dataset key")
             key = families[0]
-        self._setup(key, refs, actions, chunk, cameras, memory, camera_fields, orientation, max_open)
+        self._setup(key, refs, actions, chunk, cameras, memory, camera_fields, orientation, max_open, frames)
 
-    def _setup(self, key, refs, actions, chunk, cameras, memory, camera_fields, orientation, max_open) -> None:
+    def _setup(
+        self, key, refs, actions, chunk, cameras, memory, camera_fields, orientation, max_open, frames=None
+    ) -> None:
         if not isinstance(key, str) or not key:
             raise ValueError(f"DemoSource needs a dataset key (a non-empty string), got {key!r}")
         if int(chunk) < 1:
@@ -99,6 +104,14 @@ class DemoSource:
                 f"{refs[0].where('actions')} has {first}: one source holds one action space"
             )
         self._cams = [self._resolve_cameras(r) for r in self._refs]
+        self.frames = None if frames is None else (int(frames[0]), str(frames[1]))
+        if self.frames is not None:
+            k, cam = self.frames
+            if k < 1 or cam not in self.cameras:
+                raise ValueError(
+                    f"frames=(K, camera) needs K >= 1 and one of the source's cameras {list(self.cameras)}, "
+                    f"got {frames}"
+                )
         lengths = np.array([r.length for r in self._refs], dtype=np.int64)
         self._starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         self._all_actions = np.concatenate(actions) if actions else np.zeros((0, 0))
@@ -186,6 +199,7 @@ class DemoSource:
             self.camera_fields,
             self.orientation,
             self.max_open,
+            self.frames,
         )
         return out
 
@@ -200,6 +214,14 @@ class DemoSource:
             obs[f"sensors/{k}"] = v.item() if isinstance(v, np.ndarray) and v.ndim == 0 else v
         if self.memory is not None:
             obs.update({f"memory/{k}": v for k, v in self.memory.entries(ref, t).items()})
+        if self.frames is not None:
+            from vla.transforms.frame_memory import frame_entries
+
+            k, cam = self.frames
+            prefix = dict(self._cams[e])[cam]
+            rgb = f"cameras/{cam}/rgb"
+            read = lambda s: obs[rgb] if s == t else self._camera(ref, cam, prefix, s)[rgb]  # noqa: E731
+            obs.update({f"memory/{key}": v for key, v in frame_entries(read, t, k).items()})
         steps = np.minimum(np.arange(t, t + self.chunk), ref.length - 1)
         return Sample(
             dataset=self.key, episode=ref.id, kind="action", obs=obs, actions=self._episode_actions[e][steps].copy()

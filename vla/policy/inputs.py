@@ -7,8 +7,9 @@ a prompt with ``<image>`` markers, an answer). :class:`InputTransform` turns it 
 per image -- through frozen dataclass transforms, each a pure function of its input and an optional
 random generator (augmentation happens only when one is given, i.e. in training):
 
-* :class:`SelectImages` -- the policy's cameras (agentview by default; the wrist camera optional)
-  and, with ``memory_map``, the memory's top-down map as one more image;
+* :class:`SelectImages` -- the policy's cameras (agentview by default; the wrist camera optional),
+  with ``history=K`` K earlier frames of one camera (``memory/frames/*``,
+  :mod:`vla.transforms.frame_memory`), and, with ``memory_map``, the memory's top-down map as one more image;
 * :class:`Augment` -- random resized crop and colour jitter (OpenVLA / VST), training only;
 * :class:`JitterTable` -- Gaussian noise on the object table's directions and distances before it is
   written in words, training only (``memory_text_jitter``): digits are a brittle input, and a policy
@@ -51,6 +52,10 @@ class InputConfig:
     # numbers: ["memory/routes"], vla.transforms.map_inputs.route_features)
     proprio_keys: tuple[str, ...] = ("state",)
     memory_map: bool = False  # memory/topdown as an extra image
+    # a memory of frames: K earlier frames of history_camera (default: the first camera) beside the current
+    # ones -- the episode's first frame and K-1 more evenly spaced up to now (vla.transforms.frame_memory)
+    history: int = 0
+    history_camera: str | None = None
     memory_text: bool = False  # memory/text (the object table) in the prompt
     # std of Gaussian noise on the object table's directions (deg) and distances (m) in training (0: none)
     memory_text_jitter: tuple[float, float] = (0.0, 0.0)
@@ -81,6 +86,11 @@ class InputConfig:
             raise ValueError(
                 f"inputs.memory_text_jitter must be [deg, m], two stds >= 0, got {list(self.memory_text_jitter)}"
             )
+        if isinstance(self.history, bool) or int(self.history) < 0:
+            raise ValueError(f"inputs.history must be a number of frames >= 0, got {self.history!r}")
+        object.__setattr__(self, "history", int(self.history))
+        if self.history and not (self.history_camera or self.cameras):
+            raise ValueError("inputs.history remembers frames of a camera: name inputs.history_camera or a camera")
         if "{instruction}" not in self.prompt:
             raise ValueError(f"inputs.prompt must contain {{instruction}}, got {self.prompt!r}")
         lo, hi = self.crop_scale
@@ -102,6 +112,11 @@ class InputConfig:
         """Whether the policy reads the spatial memory: its map image, its table in words, or features the
         memory computes through the proprio token (``proprio_keys`` with ``memory/routes``)."""
         return self.memory_map or self.memory_text or bool(self.memory_features)
+
+    @property
+    def frames_camera(self) -> str | None:
+        """The camera whose earlier frames the policy sees (``history > 0``), else None."""
+        return (self.history_camera or self.cameras[0]) if self.history else None
 
     @property
     def memory_features(self) -> tuple[str, ...]:
@@ -127,6 +142,7 @@ class ModelInput:
 class SelectImages:
     cameras: tuple[str, ...]
     memory_map: bool
+    history: int = 0
 
     def __call__(self, d: dict[str, Any], rng: np.random.Generator | None = None) -> dict[str, Any]:
         images = []
@@ -136,6 +152,17 @@ class SelectImages:
                 have = sorted({k.split("/")[1] for k in d if k.startswith("cameras/")})
                 raise ValueError(f"the policy reads camera {cam!r} but the observation has cameras {have}")
             images.append(np.asarray(d[key]))
+        if self.history:
+            from vla.transforms.frame_memory import frame_keys
+
+            keys = frame_keys(self.history)
+            if any(k not in d for k in keys):
+                raise ValueError(
+                    f"the policy was trained with {self.history} earlier frames (inputs.history: {keys[0]}, ...) but "
+                    "the observation has none: run it with the frame memory (agent=vla keeps one; in training "
+                    "DemoSource(frames=...))"
+                )
+            images.extend(np.asarray(d[k]) for k in keys)
         if self.memory_map:
             if "memory/topdown" not in d:
                 raise ValueError(
@@ -154,7 +181,7 @@ class Augment:
 
     crop_scale: tuple[float, float]
     jitter: tuple[float, float, float, float]
-    n_camera_images: int  # the memory map (if any, last) is not augmented: it is a drawing, not a photo
+    n_camera_images: int  # the photos, first (cameras, then earlier frames); the map (if any, last) is a drawing
     size: int
 
     def __call__(self, d: dict[str, Any], rng: np.random.Generator | None = None) -> dict[str, Any]:
@@ -253,10 +280,13 @@ class Prompt:
     n_camera_images: int
     memory_map: bool
     proprio_keys: tuple[str, ...] = ("state",)
+    history: int = 0
 
     def __call__(self, d: dict[str, Any], rng: np.random.Generator | None = None) -> dict[str, Any]:
         instruction = str(d["prompt"]).strip().rstrip(".").lower() if d.get("prompt") else ""
         parts = [IMAGE * self.n_camera_images, self.template.format(instruction=instruction)]
+        if self.history:
+            parts.append(f" Earlier views: {IMAGE * self.history}")
         if self.memory_map:
             parts.append(f" Map of what you have seen: {IMAGE}")
         if self.memory_text:
@@ -295,11 +325,11 @@ class InputTransform:
         self.config = c = config
         n = len(c.cameras)
         self.steps = [
-            SelectImages(c.cameras, c.memory_map),
-            Augment(c.crop_scale, c.jitter, n, c.image_size) if c.augment else None,
+            SelectImages(c.cameras, c.memory_map, c.history),
+            Augment(c.crop_scale, c.jitter, n + c.history, c.image_size) if c.augment else None,
             JitterTable(*c.memory_text_jitter) if c.memory_text and any(c.memory_text_jitter) else None,
             Resize(c.image_size),
-            Prompt(c.prompt, c.proprio, c.memory_text, n, c.memory_map, c.proprio_keys),
+            Prompt(c.prompt, c.proprio, c.memory_text, n, c.memory_map, c.proprio_keys, c.history),
         ]
         self.steps = [s for s in self.steps if s is not None]
 

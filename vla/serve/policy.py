@@ -181,11 +181,15 @@ class ModelSessions:
 
     batching = "model"
 
-    def __init__(self, model: BatchModel, memory: Any = None, name: str | None = None) -> None:
+    def __init__(
+        self, model: BatchModel, memory: Any = None, name: str | None = None, frames: tuple[int, str] | None = None
+    ) -> None:
         from ..transforms.map_inputs import MemoryInputsConfig
 
         self.model = model
         self.memory_cfg = None if memory is None else MemoryInputsConfig.from_any(memory)
+        self.frames_cfg = frames  # a memory of frames per session (K, camera): the client sends every step
+        self.frames: dict[str, Any] = {}
         self.name = name or getattr(model, "name", None) or type(model).__name__
         self.specs: dict[str, EnvSpec] = {}
         self.inputs: dict[str, Any] = {}
@@ -207,6 +211,10 @@ class ModelSessions:
                 inputs.seed(tuple(seed) if isinstance(seed, list) else seed)
             inputs.reset(spec)
             self.inputs[session] = inputs
+        if self.frames_cfg is not None:
+            from ..transforms.frame_memory import FrameMemory
+
+            self.frames[session] = FrameMemory(*self.frames_cfg)
         self.specs[session] = spec
 
     def infer_batch(self, sessions: list[str], observations: list[dict[str, Any]]) -> list[Any]:
@@ -217,7 +225,11 @@ class ModelSessions:
                 if s not in self.specs:
                     raise SessionError(f"session {s!r} has no episode: call reset first")
                 obs = check_observation(self.specs[s], d)
-                ready.append(self.inputs[s](obs).to_dict() if s in self.inputs else d)
+                if s in self.inputs:
+                    obs = self.inputs[s](obs)
+                if s in self.frames:
+                    obs = self.frames[s](obs)
+                ready.append(obs.to_dict() if s in self.inputs or s in self.frames else d)
                 idx.append(i)
             except Exception as exc:  # noqa: BLE001 - a bad observation fails its own reply only
                 out[i] = exc
@@ -238,6 +250,7 @@ class ModelSessions:
     def close(self, session: str) -> None:
         self.specs.pop(session, None)
         self.inputs.pop(session, None)
+        self.frames.pop(session, None)
 
     def live_memory(self, session: str) -> Any:
         inputs = self.inputs.get(session)
@@ -263,7 +276,9 @@ def load_batch_policy(path: str, memory: dict[str, Any] | None = None, device: s
                 "another: leave memory unset to serve the checkpoint's"
             )
         memory = own
-    return ModelSessions(model, memory, name="vla")
+    icfg = model.config.inputs
+    frames = (icfg.history, icfg.frames_camera) if icfg.history else None
+    return ModelSessions(model, memory, name="vla", frames=frames)
 
 
 def make_batch_policy(agent_cfg: dict[str, Any], memory: dict[str, Any] | None = None) -> BatchPolicy:

@@ -20,10 +20,16 @@ from .config import DataConfig
 
 
 def build_source(
-    cfg: DataConfig, chunk: int, memory: dict[str, Any] | None, cache_root: Path, cameras: tuple[str, ...] = ()
+    cfg: DataConfig,
+    chunk: int,
+    memory: dict[str, Any] | None,
+    cache_root: Path,
+    cameras: tuple[str, ...] = (),
+    frames: tuple[int, str] | None = None,
 ):
     """One :class:`vla.data.SampleSource` for a non-mixture data config (``cameras``: the policy's, read from
-    demonstrations unless ``cfg.cameras`` names others)."""
+    demonstrations unless ``cfg.cameras`` names others; ``frames``: the policy's memory of frames, K and
+    its camera, :mod:`vla.transforms.frame_memory`)."""
     from vla.data import DemoSource, GSTQASource, MemoryCache
     from vla.transforms.map_inputs import MemoryInputsConfig
 
@@ -33,7 +39,7 @@ def build_source(
             MemoryCache(Path(cfg.cache_dir) if cfg.cache_dir else cache_root, mem_cfg) if mem_cfg is not None else None
         )
         cams = tuple(cfg.cameras) if cfg.cameras is not None else tuple(cameras)
-        return DemoSource(list(cfg.paths), key=cfg.key or None, chunk=chunk, cameras=cams, memory=cache)
+        return DemoSource(list(cfg.paths), key=cfg.key or None, chunk=chunk, cameras=cams, memory=cache, frames=frames)
     if cfg.kind == "gst_qa":
         if len(cfg.paths) != 1:
             raise ValueError(f"data.kind=gst_qa reads one question directory, got paths={cfg.paths}")
@@ -63,6 +69,7 @@ def build_sources(
     cache_root: Path,
     seed: int,
     cameras: tuple[str, ...] = (),
+    frames: tuple[int, str] | None = None,
 ):
     """``(train sources, val sources, weights, action normalisation per dataset key)``, split by episode; the
     last maps a key to ``{"mask": [...] or None, "normalization": ...}`` (:func:`action_statistics` reads it)."""
@@ -71,7 +78,7 @@ def build_sources(
     parts = [DataConfig.from_dict(p) for p in cfg.parts] if cfg.kind == "mixture" else [cfg]
     train, val, weights, norms = [], [], [], {}
     for part in parts:
-        src = build_source(part, chunk, memory, cache_root, cameras)
+        src = build_source(part, chunk, memory, cache_root, cameras, frames)
         mask = list(part.action_mask) if part.action_mask is not None else None
         norms[src.key] = {"mask": mask, "normalization": part.action_normalization}
         tr, va = split_by_episode(src, part.val_fraction, seed)

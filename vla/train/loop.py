@@ -195,8 +195,9 @@ def _train(cfg, mcfg, pcfg, dcfg, tcfg, out: Path, dist: Dist, progress: bool, b
     # memory inputs the policy learned from (saved with it)
     pcfg = pcfg.with_memory(dcfg.memory, mcfg.image_size)
     memory = pcfg.memory.to_dict() if pcfg.inputs.uses_memory else None
+    frames = (pcfg.inputs.history, pcfg.inputs.frames_camera) if pcfg.inputs.history else None
     train_src, val_src, weights, norms = build_sources(
-        dcfg, pcfg.chunk, memory, out / "memory_cache", tcfg.seed, tuple(pcfg.inputs.cameras)
+        dcfg, pcfg.chunk, memory, out / "memory_cache", tcfg.seed, tuple(pcfg.inputs.cameras), frames
     )
     stats = action_statistics(train_src, norms)
     if not stats:
