@@ -458,3 +458,64 @@ def test_stage_select_is_everything_but_the_test(tmp_path, monkeypatch):
         "vla-rollout:val/step_8-chunk",
     ]
     assert res["test"] == {} and ledger.read(book) == []
+
+
+def test_libero_mem_trains_three_arms_on_one_recording_and_counts_the_twins(tmp_path, monkeypatch):
+    """``libero_mem`` (issue 49): one recording with depth and masks (arm starts perturbed), three arms from
+    it -- the current frame, a memory of frames, the map -- each scored on val and its best tested on
+    disjoint sampled states, the commands composed as the tools read them; the table counts scenes whose
+    twins were both solved, with Wilson intervals."""
+    from vla.config import check_config, compose
+    from vla.experiment import libero_mem
+
+    seen: list[list[str]] = []
+
+    def fake(cmd, log):
+        seen.append(cmd)
+        out = Path(next(x for x in cmd if x.startswith("out="))[4:])
+        if Path(cmd[0]).name == "vla-train":
+            for step in (1000, 2000):
+                (out / "checkpoints" / f"step_{step}").mkdir(parents=True)
+            return
+        out.mkdir(parents=True, exist_ok=True)
+        first = int(next(x for x in cmd if x.startswith("eval.first_trial="))[17:])
+        rows = [{"task_id": t, "trial": first + i, "success": (t, i) != (3, 1)} for t in (2, 3) for i in range(2)]
+        (out / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (out / "summary.json").write_text(json.dumps({"success_rate": 0.75 if "step_1000" in str(out) else 0.5}))
+
+    monkeypatch.setattr(libero_mem, "run", fake)
+    R = tmp_path / "r"
+    recipe = load("libero_mem_plate")
+    res = cli.run(recipe, "all", R, ledger_path=tmp_path / "uses.jsonl")
+    record, *rest = seen
+    rec = compose("rollout", record[1:])
+    check_config(rec)
+    assert rec["env"]["depth"] and rec["env"]["segmentation"] and rec["env"]["arm_init_noise"] == 0.02
+    assert rec["eval"]["trials_per_task"] == 55 and list(rec["eval"]["tasks"]) == [2, 3]
+    trains = {
+        Path(next(x for x in c if x.startswith("out="))).name: compose("train", c[1:])
+        for c in rest
+        if "vla-train" in c[0]
+    }
+    assert set(trains) == {"current", "frames", "map"}
+    assert (
+        trains["frames"]["policy"]["inputs"]["history"] == 4 and trains["current"]["policy"]["inputs"]["history"] == 0
+    )
+    assert trains["map"]["policy"]["inputs"]["memory_map"] and trains["map"]["data"]["memory"]["camera"] == "agentview"
+    assert not trains["current"]["data"].get("memory")
+    for c in rest:
+        if "vla-rollout" in c[0]:
+            cfg = compose("rollout", c[1:])
+            check_config(cfg)
+            assert not cfg["env"].get("arm_init_noise") and cfg["eval"]["first_trial"] in (1000, 2000)
+            assert cfg["env"]["depth"] == ("/map/" in cfg["agent"]["checkpoint"])
+    for arm in ("current", "frames", "map"):
+        t = res["test"][arm]
+        assert t["checkpoint"] == "step_1000" and t["pairs"] == {"2-3": {"scenes": 2, "both_solved": 1}}
+        assert t["tasks"]["3"]["success"] == 1 and t["success"] == 0.75
+    lo, hi = libero_mem.wilson(3, 4)
+    assert 0.2 < lo < 0.75 < hi <= 1.0
+    with pytest.raises(ValueError, match="overlap"):
+        load("libero_mem_plate", {"val_first": 40})
+    with pytest.raises(ValueError, match="arms must be among"):
+        load("libero_mem_plate", {"arms": ["memory"]})

@@ -59,6 +59,7 @@ def run(recipe: Recipe, stage: str, root: Path, force: bool = False, ledger_path
     from .gst_eval import gst_eval
     from .house import house, house_table
     from .libero import libero
+    from .libero_mem import libero_mem
     from .openpi import openpi
     from .replay import replay
     from .rollouts import rollouts
@@ -73,7 +74,7 @@ def run(recipe: Recipe, stage: str, root: Path, force: bool = False, ledger_path
     a = SimpleNamespace(**asdict(recipe.options), root=str(root), stage=stage)
     runners = dict(
         libero=libero, house=house, gst=gst, spatial=spatial, replay=replay, gst_eval=gst_eval, rollouts=rollouts,
-        openpi=openpi, detector=detector,
+        openpi=openpi, detector=detector, libero_mem=libero_mem,
     )  # fmt: skip
     res = runners[recipe.kind](a)
     res = {"experiment": recipe.name, "hash": h, "test_set": recipe.test_set(), **res}

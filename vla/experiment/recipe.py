@@ -7,7 +7,8 @@ and replayed; ``gst_eval``: the memory agent on the GST test questions, nothing 
 fixed agents in closed loop, each run named by its ``vla-rollout`` overrides; ``spatial``: stage 1 of
 spatial tuning, the backbone on spatial-perception questions; ``openpi``: openpi's LIBERO loop against
 ``vla-serve`` serving a checkpoint; ``detector``: a detector trained on rendered frames, and the memory
-agent answering GST with it), its
+agent answering GST with it; ``libero_mem``: the memory suite learned in three arms -- the current
+frame, a memory of frames, the map), its
 demonstrations, arms, training budget, selection rule and val and test sets, as the fields of
 :class:`Options`. The file holds only what differs from the defaults::
 
@@ -48,6 +49,8 @@ READS: dict[str, tuple[str, ...]] = {
     "gst_eval": ("test_scenes", "profiles", "gst_every"),
     "rollouts": ("runs",),
     "openpi": ("policy_path", "suite", "task", "trials", "replan_steps"),
+    "libero_mem": (*_TRAINED, "arms", "init_from", "suite", "tasks", "demos", "val_demos", "record_first",
+                   "arm_init_noise", "val_first", "val_trials", "test_first", "test_trials", "history"),
     "detector": ("train_scenes", "val_scenes", "test_scenes", "epochs", "profiles", "gst_every"),
     "spatial": (*_TRAINED, "train_scenes", "val_scenes", "test_scenes", "views", "spatial_tasks", "per_view"),
 }  # fmt: skip
@@ -104,6 +107,11 @@ class Options:
     val_first: int = 1000  # first sampled init state of the val rollouts
     val_trials: int = 10  # val rollouts per checkpoint and setting
     agents: list[str] = field(default_factory=list)  # NAME=k=v,...: closed-loop settings compared on val
+    # libero_mem (suite, demos, val_demos, record_first, arm_init_noise, val_first, val_trials too)
+    tasks: list[int] = field(default_factory=lambda: [2, 3])  # the suite's tasks (twins: 2k, 2k+1)
+    test_first: int = 2000  # first sampled init state of the test rollouts
+    test_trials: int = 50  # test rollouts per task
+    history: int = 4  # the frames arm's earlier frames (policy.inputs.history)
     # openpi (suite, task too)
     policy_path: str | None = None  # the checkpoint served (another experiment's)
     trials: int = 50  # official init states played (the first N)
@@ -118,6 +126,7 @@ class Options:
         if self.gst_ego_weight < 0:
             raise ValueError(f"gst_ego_weight must be >= 0, got {self.gst_ego_weight}")
         self.arms, self.agents, self.profiles = list(self.arms), list(self.agents), list(self.profiles)
+        self.tasks = [int(t) for t in self.tasks]
         self.spatial_tasks = list(self.spatial_tasks)
         if not isinstance(self.runs, dict) or not all(isinstance(v, (list, tuple)) for v in self.runs.values()):
             raise ValueError("runs must map a run's name to its list of vla-rollout overrides")
@@ -153,6 +162,9 @@ class Recipe:
             return f"libero/{o.suite}/task{o.task}/{where}"
         if self.kind == "spatial":  # the spatial questions of the first N test apartments
             return f"spatial/test/{o.test_scenes}"
+        if self.kind == "libero_mem":  # sampled states test_first.. of the tasks
+            tasks = ",".join(str(t) for t in o.tasks)
+            return f"libero/{o.suite}/tasks{tasks}/sampled{o.test_first}+{o.test_trials}"
         if self.kind == "rollouts":  # each run's env, trials and init states: the recipe is its own set
             return f"rollouts/{self.name}"
         kind = "gst" if self.kind in ("gst_eval", "detector") else self.kind  # the same question set
@@ -199,6 +211,20 @@ def check(recipe: Recipe) -> None:
     from .libero import RECIPES as LIBERO_RECIPES
 
     o = recipe.options
+    if recipe.kind == "libero_mem":
+        from .libero_mem import arms
+
+        unknown = sorted(set(o.arms) - set(arms(o.history)))
+        if unknown or not o.tasks or o.history < 1:
+            raise ValueError(
+                f"experiment {recipe.name!r}: arms must be among {sorted(arms(1))} (got unknown {unknown}), "
+                f"tasks non-empty (got {o.tasks}) and history >= 1 (got {o.history})"
+            )
+        first = sorted(
+            [(o.record_first, o.demos + o.val_demos), (o.val_first, o.val_trials), (o.test_first, o.test_trials)]
+        )
+        if any(a + n > b for (a, n), (b, _) in zip(first, first[1:])):
+            raise ValueError(f"experiment {recipe.name!r}: the record, val and test trial ranges overlap: {first}")
     if "checkpoints" in READS[recipe.kind] and o.steps % o.checkpoints:  # saved every steps/checkpoints
         raise ValueError(f"steps ({o.steps}) must be a multiple of checkpoints ({o.checkpoints})")
     unknown = sorted(set(o.arms) - set(ARMS))

@@ -1,0 +1,149 @@
+"""Does the map help a manipulation policy? ``libero_mem`` in three arms (kind ``libero_mem``; issue 49).
+
+libero_mem's tasks come in pairs whose twins differ only in where the bowl starts (docs/LIBERO.md, "A
+memory suite"): once the bowl has moved, nothing in the current frame says where the cheese must go, so
+a policy that reads only the current frame solves at most one twin of a scene. Three arms, the same
+backbone, demonstrations, budget and selection:
+
+* ``current``: the current frames and the state (the OFT recipe that solved libero_object task 0);
+* ``frames``: the same, with ``history`` earlier frames of the agentview camera beside them (the
+  episode's first frame and more, evenly spaced: :mod:`vla.transforms.frame_memory`) -- the implicit
+  memory a map must beat;
+* ``map``: the same, with the spatial memory's top-down map and object table, fused from the agentview
+  camera's depth and instance masks.
+
+The scripted expert records ``demos`` episodes of each of ``tasks`` on sampled init states
+``record_first ..`` (the arm's start perturbed by ``arm_init_noise``; with depth and masks, which the map
+arm's memory fuses; the other arms ignore them);
+val rollouts use states ``val_first ..`` and the test ``test_first ..`` (``test_trials`` per task): three
+disjoint ranges. Each arm's checkpoints are scored on val (success over the tasks), the best is tested
+once. The table gives, per arm and task, success with its Wilson interval, and per pair how many scenes
+(the same trial of both twins) were solved twice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from .common import BIN, budget, checkpoints, choose, doing, only, run, summary
+
+# the map arm's memory: the agentview camera (fixed, sees the whole table), the map around everything seen
+MAP_MEMORY = (
+    "{camera: agentview, inputs: [topdown, objects, text], map_level: medium, map_frame: fit, "
+    "map_size: [112, 112], max_objects: 8}"
+)
+
+
+def arms(history: int) -> dict[str, list[str]]:
+    return {
+        "current": [],
+        "frames": [f"policy.inputs.history={history}", "policy.inputs.history_camera=agentview"],
+        "map": ["policy.inputs.memory_map=true", "policy.inputs.memory_text=true", f"data.memory={MAP_MEMORY}"],
+    }
+
+
+def libero_mem(a) -> dict:
+    R = Path(a.root)
+    tasks = "[" + ",".join(str(t) for t in a.tasks) + "]"
+    env = [
+        "env=libero",
+        f"env.suite={a.suite}",
+        "env.init_states=sampled",
+        "env.cameras=[agentview,wrist]",
+        f"eval.tasks={tasks}",
+    ]
+    # the demonstrations' arm starts perturbed (the states a policy drifts into); val and test start as the task does
+    noise = [f"env.arm_init_noise={a.arm_init_noise}"] if a.arm_init_noise else []
+    sensed = ["env.depth=true", "env.segmentation=true"]  # what the map arm's memory fuses
+    plain = ["env.depth=false", "env.segmentation=false"]
+    if doing(a, "record"):
+        run(
+            [
+                str(BIN / "vla-rollout"),
+                *env,
+                *noise,
+                *sensed,
+                f"eval.first_trial={a.record_first}",
+                f"eval.trials_per_task={a.demos + a.val_demos}",
+                "agent=scripted",
+                f"eval.workers={a.workers}",
+                f"record={R / 'demos'}",
+                f"out={R / 'rec'}",
+                "progress=false",
+            ],
+            R / "logs/record.log",
+        )
+    chosen = only(a, arms(a.history))
+    demos = ",".join(str(p) for p in sorted((R / "demos").glob("*_demo.hdf5")))
+    common = [
+        "model=tiny_qwen2_5_vl",
+        "policy=libero_oft",
+        "data=libero",
+        f"data.paths=[{demos}]",
+        "data.val_fraction=0.1",
+        *budget(a, batch=16, val_every=max(1, a.steps // 10)),
+        *([f"train.init_from={a.init_from}"] if a.init_from else []),
+    ]
+    if doing(a, "train"):
+        for arm, extra in chosen.items():
+            out = R / "train" / arm
+            cache = [f"data.cache_dir={R / 'memory_cache'}"] if arm == "map" else []
+            run([str(BIN / "vla-train"), *common, *extra, *cache, f"out={out}"], R / f"logs/train_{arm}.log")
+    results: dict = {"val": {}, "test": {}}
+    for arm in chosen:
+        rollout_env = [*env, *(sensed if arm == "map" else plain)]
+        scores = {}
+        if a.select == "val" and a.stage in ("all", "select", "test", "table"):
+            for ck in checkpoints(R / "train" / arm):
+                out = R / "val" / arm / ck.name
+                if a.stage != "table":
+                    cmd = [*rollout_env, f"eval.first_trial={a.val_first}", f"eval.trials_per_task={a.val_trials}"]
+                    _rollout(a, [*cmd, "agent=vla", f"agent.checkpoint={ck}"], out, R / "logs/val.log")
+                if (out / "summary.json").exists():
+                    scores[ck.name] = summary(out)["success_rate"]
+        results["val"][arm] = scores
+        best = choose(a, R / "train" / arm, scores, lambda k: scores[k] or 0)
+        if best is None or a.stage not in ("all", "test", "table"):
+            continue
+        out = R / "test" / arm
+        if a.stage != "table":
+            cmd = [*rollout_env, f"eval.first_trial={a.test_first}", f"eval.trials_per_task={a.test_trials}"]
+            ck = R / "train" / arm / "checkpoints" / best
+            _rollout(a, [*cmd, "agent=vla", f"agent.checkpoint={ck}", "eval.videos=all"], out, R / "logs/test.log")
+        results["test"][arm] = {"checkpoint": best, **table_row(out)}
+    return results
+
+
+def _rollout(a, args: list[str], out: Path, log: Path) -> None:
+    run([str(BIN / "vla-rollout"), *args, f"eval.workers={a.workers}", f"out={out}", "progress=false"], log)
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of k successes in n trials (95 % by default)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, c - h), min(1.0, c + h))
+
+
+def table_row(out: Path) -> dict:
+    """Success overall and per task with Wilson intervals, and per pair (tasks 2k, 2k+1: twins) the scenes
+    -- the same trial of both twins -- solved twice, from a rollout's episodes."""
+    rows = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines() if x.strip()]
+    ok: dict[tuple[int, int], bool] = {(int(r["task_id"]), int(r["trial"])): bool(r["success"]) for r in rows}
+    per_task = {}
+    for t in sorted({k[0] for k in ok}):
+        got = [v for (task, _), v in ok.items() if task == t]
+        per_task[str(t)] = {"episodes": len(got), "success": sum(got), "wilson95": wilson(sum(got), len(got))}
+    pairs = {}
+    for t in sorted({k[0] // 2 * 2 for k in ok}):
+        scenes = sorted({trial for (task, trial) in ok if task in (t, t + 1)})
+        both = [s for s in scenes if ok.get((t, s)) and ok.get((t + 1, s))]
+        pairs[f"{t}-{t + 1}"] = {"scenes": len(scenes), "both_solved": len(both)}
+    n, k = len(ok), sum(ok.values())
+    return {"episodes": n, "success": k / n if n else None, "wilson95": wilson(k, n), "tasks": per_task, "pairs": pairs}
