@@ -502,6 +502,8 @@ def test_libero_mem_trains_three_arms_on_one_recording_and_counts_the_twins(tmp_
         trains["frames"]["policy"]["inputs"]["history"] == 4 and trains["current"]["policy"]["inputs"]["history"] == 0
     )
     assert trains["map"]["policy"]["inputs"]["memory_map"] and trains["map"]["data"]["memory"]["camera"] == "agentview"
+    assert list(trains["map"]["policy"]["inputs"]["proprio_keys"]) == ["state", "memory/origins"]
+    assert "origins" in trains["map"]["data"]["memory"]["inputs"]
     assert not trains["current"]["data"].get("memory")
     for c in rest:
         if "vla-rollout" in c[0]:

@@ -5,6 +5,7 @@ heading-up map (ego_up) that puts what lies ahead above the agent."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -105,3 +106,54 @@ def test_memory_inputs_are_built_by_the_policy_s_one_factory():
                     if name == "MemoryInputs":
                         found.append(f"{rel}:{node.lineno}")
     assert not found, f"MemoryInputs(...) built outside vla.policy.memory_inputs: {found}"
+
+
+def test_origins_keep_where_a_moved_object_was_first_held():
+    """``origins``: the memory follows a moved bowl (its centre goes with it) while the table's ``origin``
+    keeps where it stood when first held; the text says so, and ``memory/origins`` gives the named objects'
+    starts and displacements as numbers (the plate, not moved, has none)."""
+    from spatial_memory import MemoryConfig
+    from spatial_memory.geometry import look_at
+    from spatial_memory.synthetic import BoxScene, SceneBox, tabletop_scene
+    from vla.transforms.map_inputs import MEMORY_FEATURES, MOVE_RANGE_M, ORIGIN_RANGE_M
+
+    scene = tabletop_scene()
+    assert {"bowl", "plate"} <= {b.category for b in scene.boxes}
+    K = default_camera(64, 64, 60.0)
+    poses = [look_at([0.9 * np.cos(a), 0.9 * np.sin(a), 1.6], [0.0, 0.0, 0.9]) for a in np.linspace(0, 6, 12)]
+    cfg = MemoryInputsConfig(
+        memory="tabletop", inputs=("objects", "text", "origins"), memory_overrides={"carve_every": 1}
+    )
+    assert MemoryConfig.tabletop(carve_every=1) == cfg.memory_config(False)
+    inputs = MemoryInputs(cfg)
+    inputs.reset(None)
+    shift = np.array([0.3, -0.1, 0.0])
+    moved = BoxScene(
+        [b if b.category != "bowl" else SceneBox(b.center + shift, b.size, b.yaw, b.colour, b.category, b.instance_id)
+         for b in scene.boxes],
+        scene.bounds,
+    )  # fmt: skip
+    step, obs = 0, None
+    for sc in (scene, moved):
+        for T in poses:
+            frame = sc.render(T, K, 64, 64, step=step)
+            o = Observation(
+                cameras={"cam": frame}, state=np.zeros(3), instruction="put the bowl on the plate", step=step
+            )
+            obs, step = inputs(o), step + 1
+    d = obs.to_dict()
+    cats = [str(c) for c in d["memory/objects/category"]]
+    b, p = cats.index("bowl"), cats.index("plate")
+    assert np.linalg.norm(d["memory/objects/center"][b] - moved.object("bowl").center) < 0.02
+    assert np.linalg.norm(d["memory/objects/origin"][b] - scene.object("bowl").center) < 0.02
+    assert np.linalg.norm(d["memory/objects/origin"][p] - d["memory/objects/center"][p]) < 0.02
+    bowl_row = [r for r in d["memory/text"].split("; ") if r.startswith("bowl")][0]
+    assert re.search(r"first seen -(29|30|31) cm x \+(9|10|11) cm y from here", bowl_row), bowl_row
+    assert "first seen" not in [r for r in d["memory/text"].split("; ") if r.startswith("plate")][0]
+    f = MEMORY_FEATURES["memory/origins"].compute(d)
+    assert f.shape == (21,) and f[0] == 1 and f[7] == 1 and not f[14:].any()  # bowl, plate; nothing else named
+    np.testing.assert_allclose(f[1:4], scene.object("bowl").center / ORIGIN_RANGE_M, atol=0.02)
+    np.testing.assert_allclose(f[4:7], -shift / MOVE_RANGE_M, atol=0.04)
+    assert np.abs(f[11:14]).max() < 0.04  # the plate stayed
+    with pytest.raises(ValueError, match="'origins' is a column of the object table"):
+        MemoryInputsConfig(inputs=("text", "origins"))

@@ -317,7 +317,9 @@ def test_the_proprio_vector_is_the_named_observation_keys():
     assert InputConfig.from_dict(cfg.to_dict()) == cfg  # saved with the checkpoint as a list
     with pytest.raises(ValueError, match=r"has none of \['sensors/motion'\]"):
         InputTransform(cfg).observation({k: v for k, v in o.items() if k != "sensors/motion"})
-    with pytest.raises(ValueError, match="proprio_keys must name 'state', 'sensors/<name>' or 'memory/routes'"):
+    with pytest.raises(
+        ValueError, match="proprio_keys must name 'state', 'sensors/<name>' or 'memory/origins' / 'memory/routes'"
+    ):
         InputConfig(proprio="token", proprio_keys=("memory/text",))
 
 

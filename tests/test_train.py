@@ -323,3 +323,14 @@ def test_a_policy_with_a_memory_of_frames_trains_and_acts_on_the_frames_it_kept(
         assert agent.reads_next() and len(agent.frames._frames) == 1
     finally:
         env.close()
+
+
+def test_a_policy_reading_where_objects_started_trains_on_its_memory_inputs(demos, tmp_path):
+    """The proprio token reading ``memory/origins`` (libero_mem's map arm: where the named objects were first
+    held): training builds the memory inputs it implies (the table with its origins) and steps; the export
+    keeps them for inference."""
+    out = _two_steps(
+        demos, tmp_path / "origins", "policy.inputs.proprio=token", "policy.inputs.proprio_keys=[memory/origins]"
+    )
+    meta = json.loads((out / "policy" / "vla_policy.json").read_text())
+    assert {"objects", "origins"} <= set(meta["policy"]["memory"]["inputs"])

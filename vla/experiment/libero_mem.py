@@ -10,7 +10,9 @@ backbone, demonstrations, budget and selection:
   episode's first frame and more, evenly spaced: :mod:`vla.transforms.frame_memory`) -- the implicit
   memory a map must beat;
 * ``map``: the same, with the spatial memory's top-down map and object table, fused from the agentview
-  camera's depth and instance masks.
+  camera's depth and instance masks -- the table saying where a moved object was first seen, and the
+  named objects' starts as numbers through the proprio token (``memory/origins``,
+  :func:`vla.transforms.map_inputs.origin_features`): what a map keeps that the current frame has lost.
 
 The scripted expert records ``demos`` episodes of each of ``tasks`` on sampled init states
 ``record_first ..`` (the arm's start perturbed by ``arm_init_noise``; with depth and masks, which the map
@@ -31,7 +33,7 @@ from .common import BIN, budget, checkpoints, choose, doing, only, run, summary
 
 # the map arm's memory: the agentview camera (fixed, sees the whole table), the map around everything seen
 MAP_MEMORY = (
-    "{camera: agentview, inputs: [topdown, objects, text], map_level: medium, map_frame: fit, "
+    "{camera: agentview, inputs: [topdown, objects, text, origins], map_level: medium, map_frame: fit, "
     "map_size: [112, 112], max_objects: 8}"
 )
 
@@ -40,7 +42,12 @@ def arms(history: int) -> dict[str, list[str]]:
     return {
         "current": [],
         "frames": [f"policy.inputs.history={history}", "policy.inputs.history_camera=agentview"],
-        "map": ["policy.inputs.memory_map=true", "policy.inputs.memory_text=true", f"data.memory={MAP_MEMORY}"],
+        "map": [
+            "policy.inputs.memory_map=true",
+            "policy.inputs.memory_text=true",
+            "policy.inputs.proprio_keys=[state,memory/origins]",
+            f"data.memory={MAP_MEMORY}",
+        ],
     }
 
 

@@ -16,12 +16,14 @@ that *any* policy can read -- scripted, learned or remote:
     memory/objects/distance_m        float32 N: horizontal distance from the current camera
     memory/objects/point             int32 Nx2: on the top-down map's [0, 999] grid
     memory/objects/center            float32 Nx3: in the memory's (odometry) frame
+    memory/objects/origin            float32 Nx3 (with ``origins``): where the object was when the memory
+                                     first held it (a moved object's start: where the bowl stood)
     memory/text                      str: the object table in words (what a language model reads)
     memory/routes/kind               unicode R (with ``routes``): "target" | "frontier", the target's first
     memory/routes/direction_deg      float32 R: where the way there heads first (left positive)
     memory/routes/length_m           float32 R: the way's length
 
-``inputs`` chooses which groups are computed (``topdown``, ``objects``, ``text``, ``routes``); the map
+``inputs`` chooses which groups are computed (``topdown``, ``objects``, ``text``, ``routes``, ``origins``); the map
 costs tens of milliseconds per step, the table well under one. ``routes`` (a mobile base only) plans on
 the memory's map with the navigator's planner (:class:`~vla.navigation.routes.MapRoutes`: its
 layers take every frame, the base's pose and bumps) the way to the target, once the memory has it, and
@@ -31,6 +33,10 @@ unexplored 35 deg right 2.0 m"``. The map's frame is ``map_frame = "fit"``
 centred on the agent, north-up) or ``"ego_up"`` (the same window turned so that the agent's heading
 points up: what lies ahead is above the agent, left is left -- the frame the actions are in).
 Objects whose category appears in the instruction lead the table (the rest follow, nearest first).
+``origins`` (with ``objects``) keeps, per memory object, its centre when the memory first held it: the
+memory follows a moved object, so its start is otherwise lost -- what a manipulation policy needs when a
+task refers to where something was (libero_mem, docs/LIBERO.md); the text then says where a moved object
+was first seen, and :func:`origin_features` gives the named objects' starts as numbers.
 
 The transform exposes its memory live (:meth:`live_memory`) for servers and viewers;
 :class:`~vla.agents.map_feed.WithMemory` wraps any agent with it, and answers GST questions from that
@@ -40,6 +46,7 @@ memory (:class:`~vla.agents.map_feed.MemoryAnswers`).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -54,7 +61,7 @@ from spatial_memory.profiles import PROFILES, memory_config_for
 from vla_common.strict import check_keys, field_names, from_dict
 from spatial_memory.topdown import LEVELS, TopDownFrame
 
-INPUT_GROUPS = ("topdown", "objects", "text", "routes")
+INPUT_GROUPS = ("topdown", "objects", "text", "routes", "origins")
 MAP_FRAMES = ("fit", "ego", "ego_up")
 MEMORY_PRESETS = ("auto", "apartment", "tabletop")
 BASE_ACTIONS = ("forward_m", "left_m", "yaw_rad")  # a mobile base's action names (the house env's)
@@ -97,6 +104,8 @@ class MemoryInputsConfig:
         bad = sorted(set(self.inputs) - set(INPUT_GROUPS))
         if bad:
             raise ValueError(f"unknown memory inputs {bad}; choose from {list(INPUT_GROUPS)}")
+        if "origins" in self.inputs and "objects" not in self.inputs:
+            raise ValueError("memory input 'origins' is a column of the object table: add 'objects' to inputs")
         if self.memory not in MEMORY_PRESETS:
             raise ValueError(f"memory preset must be one of {MEMORY_PRESETS}, got {self.memory!r}")
         if self.map_level not in LEVELS:
@@ -164,6 +173,7 @@ class MemoryInputs:
         self.memory = SpatialMemory(config=self.config.memory_config(self.mobile_base))
         self.routes = None
         self._pose = None  # the base's [x, y, yaw] and frame of the last integrate (routes)
+        self._origins: dict[str, np.ndarray] = {}  # memory object id -> its centre when first held (origins)
         if "routes" in self.config.inputs and self.mobile_base:
             from vla.navigation import NavigatorConfig
             from vla.navigation.routes import MapRoutes
@@ -187,6 +197,9 @@ class MemoryInputs:
             self.reset(self.spec)
         frame = observation.cameras[self.camera(observation)]
         self.memory.integrate(frame)
+        if "origins" in self.config.inputs:
+            for o in self.memory.objects():
+                self._origins.setdefault(o.id, np.asarray(o.center, dtype=np.float64).copy())
         if self.routes is not None:  # the base stands where its camera is, facing as it does
             T = np.asarray(frame.T_world_cam, dtype=np.float64)
             pose = np.array([T[0, 3], T[1, 3], camera_yaw(T)])
@@ -307,6 +320,11 @@ class MemoryInputs:
         }
         if goal is not None:
             table["target"] = np.array([not r[0] for r in rows], dtype=bool)
+        if "origins" in self.config.inputs:
+            origins = getattr(self, "_origins", {})
+            table["origin"] = np.array([origins.get(r[4].id, r[4].center) for r in rows], dtype=np.float32).reshape(
+                n, 3
+            )
         if frame is not None:
             table["point"] = self._grid(frame, M, centers[:, :2]).reshape(n, 2)
         return table
@@ -353,8 +371,45 @@ def object_table_text(table: dict[str, np.ndarray], max_rows: int | None = None)
         d = float(table["direction_deg"][i])
         side = "ahead" if abs(d) < 0.5 else (f"{abs(d):.0f} deg left" if d > 0 else f"{abs(d):.0f} deg right")
         mark = "[target] " if flags is not None and bool(flags[i]) else ""
-        parts.append(f"{mark}{table['category'][i]}: {side}, {float(table['distance_m'][i]):.1f} m")
+        row = f"{mark}{table['category'][i]}: {side}, {float(table['distance_m'][i]):.1f} m"
+        if "origin" in table and np.linalg.norm(table["origin"][i][:2] - table["center"][i][:2]) > MOVED_M:
+            dx, dy = (table["origin"][i][:2] - table["center"][i][:2]) * 100
+            row += f", first seen {dx:+.0f} cm x {dy:+.0f} cm y from here"
+        parts.append(row)
     return "; ".join(parts) if parts else "nothing seen yet"
+
+
+MOVED_M = 0.03  # an object whose centre is this far from where it was first held has moved (the table says so)
+ORIGIN_ROWS = 3  # origin_features: the named objects' rows
+ORIGIN_RANGE_M = 1.5  # positions (memory frame) scaled by this; LIBERO's table lies within it
+MOVE_RANGE_M = 0.5  # displacements scaled by this
+
+
+def origin_features(d: dict[str, Any]) -> np.ndarray:
+    """The named objects' starts as numbers (the proprio token reading ``memory/origins``): for up to
+    :data:`ORIGIN_ROWS` table rows whose category's last word is a word of the instruction (``bowl`` of
+    "akita black bowl"), sorted by category and id, ``[present, origin / 1.5 m (3), (origin - centre) /
+    0.5 m (3)]``, clipped to [-1, 1]: where each was first held and how far it has moved since; absent
+    rows are 0. ``d``: an observation dict with ``memory/objects/*`` including ``origin``."""
+    from spatial_memory.queries import normalise_category
+
+    if "memory/objects/origin" not in d:
+        raise ValueError(
+            "the policy reads memory/origins (inputs.proprio_keys) but the observation has no memory/objects/origin: "
+            "build the memory inputs with 'objects' and 'origins' (data.memory.inputs)"
+        )
+    words = set(re.findall(r"[a-z]+", str(d.get("prompt", "")).lower()))
+    cats = [normalise_category(str(c)) for c in np.asarray(d["memory/objects/category"]).ravel()]
+    ids = [str(i) for i in np.asarray(d.get("memory/objects/id", np.array(cats))).ravel()]
+    origin = np.asarray(d["memory/objects/origin"], dtype=np.float64).reshape(-1, 3)
+    center = np.asarray(d["memory/objects/center"], dtype=np.float64).reshape(-1, 3)
+    named = sorted((c, i, j) for j, (c, i) in enumerate(zip(cats, ids)) if c.split() and c.split()[-1] in words)
+    out = np.zeros(7 * ORIGIN_ROWS, dtype=np.float32)
+    for r, (_, _, j) in enumerate(named[:ORIGIN_ROWS]):
+        out[7 * r] = 1.0
+        out[7 * r + 1 : 7 * r + 4] = np.clip(origin[j] / ORIGIN_RANGE_M, -1, 1)
+        out[7 * r + 4 : 7 * r + 7] = np.clip((origin[j] - center[j]) / MOVE_RANGE_M, -1, 1)
+    return out
 
 
 ROUTE_FEATURES_DIM = 14
@@ -410,4 +465,6 @@ class MemoryFeature:
 MEMORY_FEATURES: dict[str, MemoryFeature] = {
     # the routes and the target's row as numbers; the last block reads the object table's target row
     "memory/routes": MemoryFeature(route_features, ROUTE_FEATURES_DIM, ("objects", "routes")),
+    # where the named objects were first held, and how far they have moved (manipulation: libero_mem)
+    "memory/origins": MemoryFeature(origin_features, 7 * ORIGIN_ROWS, ("objects", "origins")),
 }
