@@ -449,6 +449,7 @@ def test_stage_select_is_everything_but_the_test(tmp_path, monkeypatch):
             (out / "summary.json").write_text(json.dumps({"success_rate": 0.5, "episodes": 2}))
 
     monkeypatch.setattr(libero, "run", fake)
+    monkeypatch.setattr("vla.experiment.common.run", fake)  # the recording
     book = tmp_path / "uses.jsonl"
     res = cli.run(load("libero_object_oft", {"steps": 8, "checkpoints": 2}), "select", tmp_path / "r", ledger_path=book)
     assert seen == [
@@ -484,6 +485,7 @@ def test_libero_mem_trains_three_arms_on_one_recording_and_counts_the_twins(tmp_
         (out / "summary.json").write_text(json.dumps({"success_rate": 0.75 if "step_1000" in str(out) else 0.5}))
 
     monkeypatch.setattr(libero_mem, "run", fake)
+    monkeypatch.setattr("vla.experiment.common.run", fake)  # the recording
     R = tmp_path / "r"
     recipe = load("libero_mem_plate")
     res = cli.run(recipe, "all", R, ledger_path=tmp_path / "uses.jsonl")

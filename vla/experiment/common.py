@@ -35,6 +35,25 @@ def doing(a, stage: str) -> bool:
     return a.stage in ("all", stage) or (a.stage == "select" and stage in ("record", "train"))
 
 
+def record_demos(a, R: Path, env: list[str]) -> None:
+    """The scripted expert's demonstrations of a LIBERO recipe: ``demos + val_demos`` episodes per task from
+    sampled init state ``record_first`` on, under ``env`` (the env's overrides), into ``R/demos``."""
+    run(
+        [
+            str(BIN / "vla-rollout"),
+            *env,
+            f"eval.first_trial={a.record_first}",
+            f"eval.trials_per_task={a.demos + a.val_demos}",
+            "agent=scripted",
+            f"eval.workers={a.workers}",
+            f"record={R / 'demos'}",
+            f"out={R / 'rec'}",
+            "progress=false",
+        ],
+        R / "logs/record.log",
+    )
+
+
 def summary(out: Path) -> dict:
     return json.loads((out / "summary.json").read_text())
 

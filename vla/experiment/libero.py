@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import BIN, budget, checkpoints, doing, run, summary
+from .common import BIN, budget, checkpoints, doing, record_demos, run, summary
 
 
 RECIPES = {
@@ -34,21 +34,7 @@ def libero(a) -> dict:
     # the test's official states are never touched
     sampled = ["env.init_states=sampled", *([f"env.arm_init_noise={a.arm_init_noise}"] if a.arm_init_noise else [])]
     if doing(a, "record"):
-        run(
-            [
-                str(BIN / "vla-rollout"),
-                *env,
-                *sampled,  # never the official states the test uses
-                f"eval.first_trial={a.record_first}",
-                f"eval.trials_per_task={a.demos + a.val_demos}",
-                "agent=scripted",
-                f"eval.workers={a.workers}",
-                f"record={R / 'demos'}",
-                f"out={R / 'rec'}",
-                "progress=false",
-            ],
-            R / "logs/record.log",
-        )
+        record_demos(a, R, [*env, *sampled])  # never the official states the test uses
     common = [
         "model=tiny_qwen2_5_vl",
         *RECIPES[a.recipe],

@@ -29,7 +29,7 @@ import json
 import math
 from pathlib import Path
 
-from .common import BIN, budget, checkpoints, choose, doing, only, run, summary
+from .common import BIN, budget, checkpoints, choose, doing, only, record_demos, run, summary
 
 # the map arm's memory: the agentview camera (fixed, sees the whole table), the map around everything seen
 MAP_MEMORY = (
@@ -66,22 +66,7 @@ def libero_mem(a) -> dict:
     sensed = ["env.depth=true", "env.segmentation=true"]  # what the map arm's memory fuses
     plain = ["env.depth=false", "env.segmentation=false"]
     if doing(a, "record"):
-        run(
-            [
-                str(BIN / "vla-rollout"),
-                *env,
-                *noise,
-                *sensed,
-                f"eval.first_trial={a.record_first}",
-                f"eval.trials_per_task={a.demos + a.val_demos}",
-                "agent=scripted",
-                f"eval.workers={a.workers}",
-                f"record={R / 'demos'}",
-                f"out={R / 'rec'}",
-                "progress=false",
-            ],
-            R / "logs/record.log",
-        )
+        record_demos(a, R, [*env, *noise, *sensed])
     chosen = only(a, arms(a.history))
     demos = ",".join(str(p) for p in sorted((R / "demos").glob("*_demo.hdf5")))
     common = [
