@@ -57,6 +57,7 @@ def _captured_house(tmp_path, monkeypatch, **over):
     base = dict(
         root=str(tmp_path), stage="train", steps=8, dagger=0, arms=[], scenes=2, workers=0, house_chunk=4,
         house_recipe="routes", house_proprio=None, init_from=None, select="val", val_scenes=1, test_scenes=1, replan=0,
+        profiles=["gt"],
     )  # fmt: skip
     return house, seen, _args(**{**base, **over})
 
