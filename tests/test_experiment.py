@@ -465,7 +465,7 @@ def test_libero_mem_trains_three_arms_on_one_recording_and_counts_the_twins(tmp_
     """``libero_mem`` (issue 49): one recording with depth and masks (arm starts perturbed), three arms from
     it -- the current frame, a memory of frames, the map -- each scored on val and its best tested on
     disjoint sampled states, the commands composed as the tools read them; the table counts scenes whose
-    twins were both solved, with Wilson intervals."""
+    twins were both solved, with Wilson intervals, and the stage where each task's failures stopped."""
     from vla.config import check_config, compose
     from vla.experiment import libero_mem
 
@@ -481,6 +481,7 @@ def test_libero_mem_trains_three_arms_on_one_recording_and_counts_the_twins(tmp_
         out.mkdir(parents=True, exist_ok=True)
         first = int(next(x for x in cmd if x.startswith("eval.first_trial="))[17:])
         rows = [{"task_id": t, "trial": first + i, "success": (t, i) != (3, 1)} for t in (2, 3) for i in range(2)]
+        rows[3]["failed_stage"] = "pick cream_cheese_1"  # the env's stage of the one failure
         (out / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         (out / "summary.json").write_text(json.dumps({"success_rate": 0.75 if "step_1000" in str(out) else 0.5}))
 
@@ -517,6 +518,7 @@ def test_libero_mem_trains_three_arms_on_one_recording_and_counts_the_twins(tmp_
         t = res["test"][arm]
         assert t["checkpoint"] == "step_1000" and t["pairs"] == {"2-3": {"scenes": 2, "both_solved": 1}}
         assert t["tasks"]["3"]["success"] == 1 and t["success"] == 0.75
+        assert t["tasks"]["3"]["failed_at"] == {"pick cream_cheese_1": 1} and t["tasks"]["2"]["failed_at"] == {}
     lo, hi = libero_mem.wilson(3, 4)
     assert 0.2 < lo < 0.75 < hi <= 1.0
     with pytest.raises(ValueError, match="overlap"):

@@ -116,3 +116,37 @@ def test_expert_solves_a_drawer_task_from_a_sampled_state():
         env.close()
     assert success, f"no success in {steps} steps (phase {expert.phase}, {expert.regrasps} re-grasps)"
     assert np.linalg.norm(cheese - spot) < 0.025
+
+
+def test_episode_metrics_name_the_stage_a_plate_episode_reached():
+    """~5 s: the stages of the plate goal (pick bowl, bowl on plate, pick cheese, cheese on the bowl's
+    start), reached one after the other by the expert; the row names the first stage not reached."""
+    from envs.libero.progress import goal_stages
+
+    task = tasks.TASKS[2]
+    names = [n for n, _ in goal_stages([[p[0].lower(), *p[1:]] for p in task.goal])]
+    assert names == [
+        f"pick {tasks.BOWL}",
+        f"on {tasks.BOWL} {tasks.PLATE}",
+        f"pick {tasks.CHEESE}",
+        f"on {tasks.CHEESE} {task.recall_region}",
+    ]
+    env = LiberoEnv(SUITE, 2, render=False, init_states="sampled")
+    try:
+        obs, info = env.reset(options={"trial": 0})
+        expert = env.expert()
+        expert.reset()
+        seen = []  # (stages reached, failed stage) at each step, kept when it changes
+        while True:
+            obs, _, terminated, truncated, info = env.step(expert.act(obs))
+            m = info["episode_metrics"]
+            if not seen or seen[-1] != (m["stages_reached"], m["failed_stage"]):
+                seen.append((m["stages_reached"], m["failed_stage"]))
+            if terminated or truncated:
+                break
+    finally:
+        env.close()
+    assert info["success"]
+    assert [s for s, _ in seen] == [0, 1, 2, 3, 4], seen  # each stage in turn, none skipped
+    assert seen[0] == (0, f"pick {tasks.BOWL}") and seen[2] == (2, f"pick {tasks.CHEESE}")
+    assert seen[-1] == (4, "") and m["stages"] == 4

@@ -59,6 +59,9 @@ def test_cli_writes_episodes_and_summary_and_resumes(tmp_path):
     assert summary["episodes"] == 4 and summary["success_rate"] == 0.0 and summary["complete"] is True
     assert set(summary["per_task"]) == {"0", "2"} and summary["per_task"]["2"]["episodes"] == 2
     assert summary["per_task"]["0"]["task"].startswith("pick_up_the_black_bowl")
+    # where the failures stopped: 10 random steps never lift the bowl, the goal's first stage
+    assert all(e["failed_stage"] == "pick akita_black_bowl_1" and e["stages_reached"] == 0 for e in recs)
+    assert summary["per_task"]["0"]["failed_at"] == {"pick akita_black_bowl_1": 2}
     # the same command again runs nothing new
     mtime = (out / "episodes.jsonl").stat().st_mtime_ns
     r = run_cli(*args)

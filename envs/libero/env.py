@@ -2,7 +2,8 @@
 
 * Official protocol by default: fixed init states of the suite (one per trial), 10 no-op settling
   steps inside ``reset``, 256x256 images rotated 180 degrees, 7-dim delta-EEF action in [-1, 1],
-  8-dim state, success = the env's own goal predicate (``info["success"]``).
+  8-dim state, success = the env's own goal predicate (``info["success"]``); ``info["episode_metrics"]``
+  says how far the goal got (its stages, the first one never reached: :mod:`envs.libero.progress`).
 * Observations carry ``agentview`` and ``wrist`` :class:`CameraFrame`s: RGB, metric depth,
   instance masks (``labels`` = category; :meth:`LiberoEnv.instance_names` = instance id -> object
   name), ``K`` and ``T_world_cam``; ``sensors`` hold joint_states, gripper_states, ee_states and
@@ -28,6 +29,7 @@ from . import camera, dataset_format, segmentation, suites
 from . import perturb as perturbations
 from .config import RENDER_QUALITIES, SAMPLED_SEED, SAMPLED_TRIALS, SETTLE_STEPS, check_arm_init_noise
 from .frames import FrameGate
+from .progress import GoalProgress
 from .render_context import KeepRenderContext, dispose
 from .render_quality import FastScene
 from .truth import categories, scene_truth
@@ -222,6 +224,8 @@ class LiberoEnv(VLAEnv):
         self._static = self._camera_statics()
         self._settle(force=bool(self._perturber))
         self._trial, self._steps = trial, 0
+        self._progress = GoalProgress(env.env)
+        self._progress.reset()
         return self._observation(), {"success": bool(env.check_success()), "trial": trial}
 
     def _seek(self, trial: int) -> None:
@@ -287,7 +291,9 @@ class LiberoEnv(VLAEnv):
         self._steps += 1
         success = bool(done)
         truncated = self._steps >= self.max_episode_steps and not success
-        return self._observation(rendered), float(success), success, truncated, {"success": success}
+        self._progress.update(self._steps, success)
+        info = {"success": success, "episode_metrics": self._progress.metrics()}
+        return self._observation(rendered), float(success), success, truncated, info
 
     # ------------------------------------------------------------------ observations
     def _camera_statics(self) -> dict[str, tuple[np.ndarray, int]]:

@@ -133,7 +133,8 @@ def infra_summary(pending: list[dict[str, Any]]) -> dict[str, Any]:
 def summarize(records: list[dict[str, Any]], tasks: dict[int, str], header: dict[str, Any]) -> dict[str, Any]:
     """``summary.json``: overall and per-task success over the episodes with a result (errors of the env
     or the agent count as failures and are counted; infrastructure errors are not results: they are
-    not in ``records``)."""
+    not in ``records``). Per task, ``failed_at`` counts the failures by the stage where they stopped,
+    for an env that reports one (``failed_stage``)."""
     per_task: dict[str, dict[str, Any]] = {}
     for tid, name in sorted(tasks.items()):
         recs = [r for r in records if int(r["task_id"]) == tid]
@@ -145,6 +146,9 @@ def summarize(records: list[dict[str, Any]], tasks: dict[int, str], header: dict
             "errors": sum(r["error"] is not None for r in recs),
             "success_rate": succ / len(recs) if recs else None,
         }
+        failed = [r["failed_stage"] for r in recs if not r["success"] and r.get("failed_stage") is not None]
+        if failed:  # LIBERO: the first goal stage the failures never reached (envs.libero.progress)
+            per_task[str(tid)]["failed_at"] = {k: failed.count(k) for k in sorted(set(failed))}
     n = sum(v["episodes"] for v in per_task.values())
     succ = sum(v["successes"] for v in per_task.values())
     out = {

@@ -124,14 +124,25 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def table_row(out: Path) -> dict:
-    """Success overall and per task with Wilson intervals, and per pair (tasks 2k, 2k+1: twins) the scenes
-    -- the same trial of both twins -- solved twice, from a rollout's episodes."""
+    """Success overall and per task with Wilson intervals, per task the stage where its failures stopped
+    (the first goal stage never reached: :mod:`envs.libero.progress`), and per pair (tasks 2k, 2k+1:
+    twins) the scenes -- the same trial of both twins -- solved twice, from a rollout's episodes."""
     rows = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines() if x.strip()]
     ok: dict[tuple[int, int], bool] = {(int(r["task_id"]), int(r["trial"])): bool(r["success"]) for r in rows}
     per_task = {}
     for t in sorted({k[0] for k in ok}):
         got = [v for (task, _), v in ok.items() if task == t]
-        per_task[str(t)] = {"episodes": len(got), "success": sum(got), "wilson95": wilson(sum(got), len(got))}
+        failed: dict[str, int] = {}
+        for r in rows:
+            if int(r["task_id"]) == t and not r["success"]:
+                stage = r.get("failed_stage") or ("error" if r.get("error") else "unknown")
+                failed[stage] = failed.get(stage, 0) + 1
+        per_task[str(t)] = {
+            "episodes": len(got),
+            "success": sum(got),
+            "wilson95": wilson(sum(got), len(got)),
+            "failed_at": failed,
+        }
     pairs = {}
     for t in sorted({k[0] // 2 * 2 for k in ok}):
         scenes = sorted({trial for (task, trial) in ok if task in (t, t + 1)})

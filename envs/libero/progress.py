@@ -1,0 +1,80 @@
+"""How far a LIBERO episode got through its goal: the stage where a failure happened.
+
+A task's goal is a conjunction of BDDL predicates (``(On bowl plate) (On cheese spot)``); success is
+all of them at one step. Its *stages*, in the goal's order: for each predicate that moves an object
+onto or into something (``On``, ``In``), first ``pick <object>`` -- the object lifted at least
+:data:`LIFT_M` above where it rested at reset -- then the predicate itself; a predicate on one object
+(``Close drawer``) is one stage. A stage is *reached* when it held at some step (a bowl placed and
+knocked off again reached its place). The episode row gets
+
+* ``stages``: how many the goal has; ``stages_reached``: how many of them were reached, counted in
+  order up to the first one that never was;
+* ``failed_stage``: the name of that first one (``"pick akita_black_bowl_1"``), ``"together"`` when
+  every stage was reached but never all predicates at one step, ``""`` on success.
+
+Read from the simulator's state after each step (LIBERO's own predicate functions); nothing rendered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+LIFT_M = 0.03  # an object counts as picked once lifted this far above its resting height
+MOVES = ("on", "in")  # binary predicates that put their first object somewhere
+
+
+def goal_stages(goal: list[list[str]]) -> list[tuple[str, list[str]]]:
+    """The goal's stages, in order: ``(name, predicate)``; a pick's predicate is ``["pick", object]``."""
+    out: list[tuple[str, list[str]]] = []
+    for pred in goal:
+        if len(pred) == 3 and pred[0].lower() in MOVES:
+            out.append((f"pick {pred[1]}", ["pick", pred[1]]))
+        out.append((" ".join(pred), list(pred)))
+    return out
+
+
+class GoalProgress:
+    """Tracks one episode's stages on a LIBERO problem env (``sim_env``: its ``parsed_problem``,
+    ``_eval_predicate`` and ``object_states_dict``). :meth:`reset` after the env's reset, :meth:`update`
+    after every step, :meth:`metrics` for the episode row."""
+
+    def __init__(self, problem: Any):
+        self.problem = problem
+        self.stages = goal_stages([list(p) for p in problem.parsed_problem["goal_state"]])
+        self.first: list[int | None] = [None] * len(self.stages)
+        self.rest_z: dict[str, float] = {}
+        self.success = False
+
+    def _z(self, obj: str) -> float:
+        return float(np.asarray(self.problem.object_states_dict[obj].get_geom_state()["pos"])[2])
+
+    def reset(self) -> None:
+        self.first = [None] * len(self.stages)
+        self.rest_z = {p[1]: self._z(p[1]) for _, p in self.stages if p[0] == "pick"}
+        self.success = False
+
+    def update(self, step: int, success: bool) -> None:
+        self.success = self.success or bool(success)
+        for i, (_, pred) in enumerate(self.stages):
+            if self.first[i] is not None:
+                continue
+            if pred[0] == "pick":
+                held = self._z(pred[1]) >= self.rest_z[pred[1]] + LIFT_M
+            else:
+                held = bool(self.problem._eval_predicate(pred))
+            if held:
+                self.first[i] = step
+
+    def metrics(self) -> dict[str, Any]:
+        reached = 0
+        while reached < len(self.stages) and self.first[reached] is not None:
+            reached += 1
+        if self.success:
+            failed = ""
+        elif reached < len(self.stages):
+            failed = self.stages[reached][0]
+        else:
+            failed = "together"
+        return {"stages": len(self.stages), "stages_reached": reached, "failed_stage": failed}
