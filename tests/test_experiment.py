@@ -514,7 +514,15 @@ def test_libero_mem_trains_three_arms_on_one_recording_and_counts_the_twins(tmp_
             check_config(cfg)
             assert not cfg["env"].get("arm_init_noise") and cfg["eval"]["first_trial"] in (1000, 2000)
             assert cfg["env"]["depth"] == ("/map/" in cfg["agent"]["checkpoint"])
-    for arm in ("current", "frames", "map"):
+    # the map arm is tested under realistic too, its memory fed by that profile; the others only under gt
+    profiles = {
+        Path(next(x for x in c if x.startswith("out="))).name: compose("rollout", c[1:])["perception"]["name"]
+        for c in rest
+        if "vla-rollout" in c[0] and "/test/" in next(x for x in c if x.startswith("out="))
+    }
+    assert profiles == {"current": "gt", "frames": "gt", "map": "gt", "map_realistic": "realistic"}
+    assert res["test"]["map_realistic"]["perception"] == "realistic"
+    for arm in ("current", "frames", "map", "map_realistic"):
         t = res["test"][arm]
         assert t["checkpoint"] == "step_1000" and t["pairs"] == {"2-3": {"scenes": 2, "both_solved": 1}}
         assert t["tasks"]["3"]["success"] == 1 and t["success"] == 0.75

@@ -19,8 +19,10 @@ The scripted expert records ``demos`` episodes of each of ``tasks`` on sampled i
 arm's memory fuses; the other arms ignore them);
 val rollouts use states ``val_first ..`` and the test ``test_first ..`` (``test_trials`` per task): three
 disjoint ranges. Each arm's checkpoints are scored on val (success over the tasks), the best is tested
-once. The table gives, per arm and task, success with its Wilson interval, and per pair how many scenes
-(the same trial of both twins) were solved twice.
+once; the map arm's also under each further perception profile of ``profiles`` (its memory fed by that
+profile's depth and detector masks; the other arms read neither). The table gives, per arm and task,
+success with its Wilson interval and the stage where failures stopped, and per pair how many scenes (the
+same trial of both twins) were solved twice.
 """
 
 from __future__ import annotations
@@ -99,12 +101,16 @@ def libero_mem(a) -> dict:
         best = choose(a, R / "train" / arm, scores, lambda k: scores[k] or 0)
         if best is None or a.stage not in ("all", "test", "table"):
             continue
-        out = R / "test" / arm
-        if a.stage != "table":
-            cmd = [*rollout_env, f"eval.first_trial={a.test_first}", f"eval.trials_per_task={a.test_trials}"]
-            ck = R / "train" / arm / "checkpoints" / best
-            _rollout(a, [*cmd, "agent=vla", f"agent.checkpoint={ck}", "eval.videos=all"], out, R / "logs/test.log")
-        results["test"][arm] = {"checkpoint": best, **table_row(out)}
+        ck = R / "train" / arm / "checkpoints" / best
+        cmd = [*rollout_env, f"eval.first_trial={a.test_first}", f"eval.trials_per_task={a.test_trials}"]
+        # the map arm, chosen under gt, is tested under each profile too: only it reads depth and masks
+        for profile in dict.fromkeys(["gt", *(a.profiles if arm == "map" else [])]):
+            tag, sensors = ("", []) if profile == "gt" else (f"_{profile}", [f"perception={profile}"])
+            out = R / "test" / f"{arm}{tag}"
+            if a.stage != "table":
+                args = [*cmd, *sensors, "agent=vla", f"agent.checkpoint={ck}", "eval.videos=all"]
+                _rollout(a, args, out, R / "logs/test.log")
+            results["test"][f"{arm}{tag}"] = {"checkpoint": best, "perception": profile, **table_row(out)}
     return results
 
 

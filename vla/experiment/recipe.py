@@ -50,7 +50,8 @@ READS: dict[str, tuple[str, ...]] = {
     "rollouts": ("runs",),
     "openpi": ("policy_path", "suite", "task", "trials", "replan_steps"),
     "libero_mem": (*_TRAINED, "arms", "init_from", "suite", "tasks", "demos", "val_demos", "record_first",
-                   "arm_init_noise", "val_first", "val_trials", "test_first", "test_trials", "history"),
+                   "arm_init_noise", "val_first", "val_trials", "test_first", "test_trials", "history",
+                   "profiles"),
     "detector": ("train_scenes", "val_scenes", "test_scenes", "epochs", "profiles", "gst_every"),
     "spatial": (*_TRAINED, "train_scenes", "val_scenes", "test_scenes", "views", "spatial_tasks", "per_view"),
 }  # fmt: skip
@@ -84,7 +85,8 @@ class Options:
     test_scenes: int = 20  # house, gst: test apartments
     # gst, gst_eval
     train_scenes: int = 40  # train apartments of the question set
-    profiles: list[str] = field(default_factory=lambda: ["gt"])  # gst_eval, house: the test's perception profiles
+    # gst_eval, house, libero_mem: the test's perception profiles
+    profiles: list[str] = field(default_factory=lambda: ["gt"])
     gst_every: int = 30  # gst_eval: mid-episode questions every N steps (0: offline only)
     # detector (train_scenes, val_scenes, test_scenes: apartments rendered; profiles, gst_every too)
     epochs: int = 4  # the detector's training epochs (best val F1 kept)
