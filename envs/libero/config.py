@@ -51,6 +51,9 @@ class LiberoConfig:
     render_quality: str = "default"  # fast: the cameras draw a copy of the scene with decimated meshes (~2.5x
     #                                  cheaper frames, other images; physics untouched); opt-in, never for a
     #                                  headline number (envs/libero/render_quality.py, docs/LIBERO.md)
+    instruction: str = "own"  # own | distractor: each scene given the instruction of the task whose bowl
+    #                           stands there as the other bowl, success = that bowl placed (the language
+    #                           check; libero_spatial: envs/libero/language.py)
     perturb: str = ""  # robustness factors, e.g. camera:2 or camera:2+light:1 (envs/libero/perturb.py;
     #                    docs/LIBERO.md); "" = the nominal scene of the protocol
 
@@ -64,6 +67,10 @@ class LiberoConfig:
         from .mem import check_init_states
 
         check_init_states(self.suite, self.init_states)
+        from .language import INSTRUCTIONS
+
+        if self.instruction not in INSTRUCTIONS:
+            raise ValueError(f"env.instruction must be one of {INSTRUCTIONS}, got {self.instruction!r}")
         from .perturb import canonical
 
         object.__setattr__(self, "perturb", canonical(self.perturb))

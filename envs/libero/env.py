@@ -25,7 +25,7 @@ from spatial_memory.frame import CameraFrame
 from .. import _gl
 from ..base import ActionSpec, ArraySpec, CameraSpec, EnvSpec, Observation, SceneTruth, TaskInfo, VLAEnv, check_action
 from ..orientation import ORIENTATIONS, orient
-from . import camera, dataset_format, segmentation, suites
+from . import camera, dataset_format, language, segmentation, suites
 from . import perturb as perturbations
 from .config import RENDER_QUALITIES, SAMPLED_SEED, SAMPLED_TRIALS, SETTLE_STEPS, check_arm_init_noise
 from .frames import FrameGate
@@ -74,6 +74,7 @@ class LiberoEnv(VLAEnv):
         arm_init_noise: float = 0.0,
         perturb: str = "",
         render_quality: str = "default",
+        instruction: str = "own",
     ) -> None:
         suites.check_suite(suite)
         suites.check_task(suite, task_id)
@@ -105,10 +106,18 @@ class LiberoEnv(VLAEnv):
         bench = suites.benchmark(suite)
         self._libero_task = bench.get_task(task_id)
         self._init_states = bench.get_task_init_states(task_id) if init_states == "official" else []
+        # env.instruction=distractor: another task's instruction, its goal on this scene's objects
+        self._goal: list[list[str]] | None = None
+        text = self._libero_task.language
+        if instruction != "own":
+            if instruction != "distractor":
+                raise ValueError(f"instruction must be 'own' or 'distractor', got {instruction!r}")
+            other, self._goal = language.distractor(suite, task_id)
+            text = bench.get_task(other).language
         self.task = TaskInfo(
             task_id=task_id,
             name=self._libero_task.name,
-            instruction=self._libero_task.language,
+            instruction=text,
             max_steps=int(max_steps or suites.MAX_STEPS[suite]),
             num_trials=len(self._init_states) if init_states == "official" else SAMPLED_TRIALS,
         )
@@ -222,6 +231,8 @@ class LiberoEnv(VLAEnv):
             self._perturber.apply_scene(env.sim, env.env, trial)
         self.instruction = self._perturber.instruction(self.task.instruction, trial)
         self._static = self._camera_statics()
+        if self._goal is not None:  # the problem's goal check reads this list at every step
+            env.env.parsed_problem["goal_state"] = [list(g) for g in self._goal]
         self._settle(force=bool(self._perturber))
         self._trial, self._steps = trial, 0
         self._progress = GoalProgress(env.env)

@@ -23,14 +23,16 @@ class LiberoFamily:
     name = "libero"
 
     def resolve(self, cfg: dict[str, Any]) -> dict[str, Any]:
-        """The options a run's identity holds; ``perturb`` and ``render_quality`` only when not their
-        default, so that runs recorded before the options existed still resume."""
+        """The options a run's identity holds; ``perturb``, ``render_quality`` and ``instruction`` only when
+        not their default, so that runs recorded before the options existed still resume."""
         opts = _options(cfg)
         opts["cameras"] = list(opts["cameras"])
         if not opts["perturb"]:
             del opts["perturb"]
         if opts["render_quality"] == "default":
             del opts["render_quality"]
+        if opts["instruction"] == "own":
+            del opts["instruction"]
         return opts
 
     def tasks(self, cfg: dict[str, Any]) -> list[TaskInfo]:
@@ -42,6 +44,11 @@ class LiberoFamily:
         infos = suites.task_infos(suites.check_suite(opts["suite"]), opts["max_steps"])
         if opts["init_states"] == "sampled":
             infos = [replace(t, num_trials=SAMPLED_TRIALS) for t in infos]
+        if opts["instruction"] == "distractor":  # each scene with another task's instruction
+            from .language import distractor
+
+            names = [t.instruction for t in suites.task_infos(opts["suite"])]
+            infos = [replace(t, instruction=names[distractor(opts["suite"], t.task_id)[0]]) for t in infos]
         return infos
 
     def protocol_trials(self, cfg: dict[str, Any]) -> int:

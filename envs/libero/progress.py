@@ -10,7 +10,10 @@ knocked off again reached its place). The episode row gets
 * ``stages``: how many the goal has; ``stages_reached``: how many of them were reached, counted in
   order up to the first one that never was;
 * ``failed_stage``: the name of that first one (``"pick akita_black_bowl_1"``), ``"together"`` when
-  every stage was reached but never all predicates at one step, ``""`` on success.
+  every stage was reached but never all predicates at one step, ``""`` on success;
+* ``took``: the first object of the goal object's category for which the goal's first move held at
+  some step (``akita_black_bowl_2`` on the plate where the goal wanted ``akita_black_bowl_1``), ``""``
+  for none: which bowl a policy took, for the language check (:mod:`envs.libero.language`).
 
 Read from the simulator's state after each step (LIBERO's own predicate functions); nothing rendered.
 """
@@ -42,10 +45,17 @@ class GoalProgress:
 
     def __init__(self, problem: Any):
         self.problem = problem
-        self.stages = goal_stages([list(p) for p in problem.parsed_problem["goal_state"]])
+        goal = [list(p) for p in problem.parsed_problem["goal_state"]]
+        self.stages = goal_stages(goal)
         self.first: list[int | None] = [None] * len(self.stages)
         self.rest_z: dict[str, float] = {}
         self.success = False
+        from .language import category
+
+        move = next((p for p in goal if len(p) == 3 and p[0].lower() in MOVES), None)
+        self.move = move
+        self.alike = sorted(o for o in problem.object_states_dict if category(o) == category(move[1])) if move else []
+        self.took = ""
 
     def _z(self, obj: str) -> float:
         return float(np.asarray(self.problem.object_states_dict[obj].get_geom_state()["pos"])[2])
@@ -54,6 +64,7 @@ class GoalProgress:
         self.first = [None] * len(self.stages)
         self.rest_z = {p[1]: self._z(p[1]) for _, p in self.stages if p[0] == "pick"}
         self.success = False
+        self.took = ""
 
     def update(self, step: int, success: bool) -> None:
         self.success = self.success or bool(success)
@@ -66,6 +77,11 @@ class GoalProgress:
                 held = bool(self.problem._eval_predicate(pred))
             if held:
                 self.first[i] = step
+        if not self.took and self.move is not None:
+            for o in self.alike:
+                if self.problem._eval_predicate([self.move[0], o, self.move[2]]):
+                    self.took = o
+                    break
 
     def metrics(self) -> dict[str, Any]:
         reached = 0
@@ -77,4 +93,4 @@ class GoalProgress:
             failed = self.stages[reached][0]
         else:
             failed = "together"
-        return {"stages": len(self.stages), "stages_reached": reached, "failed_stage": failed}
+        return {"stages": len(self.stages), "stages_reached": reached, "failed_stage": failed, "took": self.took}
