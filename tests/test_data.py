@@ -198,6 +198,36 @@ def test_merged_file_keeps_each_demo_s_own_instruction(house):
     assert len({truth[k]["instruction"] for k in truth}) > 1  # trials of one scene have different targets
 
 
+def test_shuffled_instructions_say_nothing_about_the_episode(house):
+    """The language control (``data.instructions=shuffled``): each sample's prompt is one of the source's
+    instructions drawn per sample, the same every time it is read, kept by a subset; everything else is
+    the episode's own."""
+    from vla.train.config import DataConfig
+
+    root, truth = house
+    (merged,) = root.glob("*_demo.hdf5")
+    own = DemoSource(merged, "house_nav", cameras=("ego",))
+    mixed = DemoSource(merged, "house_nav", cameras=("ego",), instructions="shuffled")
+    texts = {truth[k]["instruction"] for k in truth}
+    prompts = [mixed.sample(i).obs["prompt"] for i in range(len(mixed))]
+    assert set(prompts) == texts  # every instruction drawn, nothing else
+    for ep in mixed.episodes():  # within one episode the prompt is not the episode's: it varies
+        assert len({prompts[i] for i in mixed.episode_range(ep)}) > 1
+        wrong = sum(prompts[i] != own.sample(i).obs["prompt"] for i in mixed.episode_range(ep))
+        assert wrong > 0
+    assert [mixed.sample(i).obs["prompt"] for i in range(len(mixed))] == prompts  # deterministic
+    first = mixed.episodes()[0]
+    sub = mixed.subset({first})  # a subset draws from the whole source's instructions
+    assert [sub.sample(i).obs["prompt"] for i in range(len(sub))] == [prompts[i] for i in mixed.episode_range(first)]
+    a, b = own.sample(3), mixed.sample(3)
+    np.testing.assert_array_equal(a.obs["cameras/ego/rgb"], b.obs["cameras/ego/rgb"])
+    np.testing.assert_array_equal(a.actions, b.actions)
+    with pytest.raises(ValueError, match="instructions must be one of"):
+        DemoSource(merged, "house_nav", cameras=("ego",), instructions="swapped")
+    with pytest.raises(ValueError, match="data.instructions must be"):
+        DataConfig(paths=["x"], instructions="swapped")
+
+
 def test_vla_data_s_selected_merge_is_the_recorder_s_merge_with_rounds(house, tmp_path):
     """``vla-data``'s merge of selected demos (any order, from several rounds) writes the files the
     recorder's merge writes: the demos in the order given, each with the round it came from."""

@@ -3,7 +3,9 @@
 Sample ``i`` is step ``t`` of some episode: ``obs`` is the observation on which action ``t`` was
 taken, in the :meth:`~envs.observation.Observation.to_dict` layout --
 
-    prompt                        the episode's instruction (see ``vla/data/layout.py``)
+    prompt                        the episode's instruction (see ``vla/data/layout.py``); with
+                                  ``instructions="shuffled"`` one of the source's instructions drawn per
+                                  sample (the control of a language-conditioned policy)
     step                          t
     state                         obs/state (official LIBERO files: ee_states + gripper_states, float32)
     cameras/<cam>/<field>         the chosen cameras' chosen fields (``camera_fields``; default rgb only;
@@ -30,6 +32,7 @@ pickled into or forked with data-loader workers; only attributes, shapes and act
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -46,6 +49,15 @@ from .layout import unique_ids
 from .sample import Sample, check_episodes, check_index
 
 _IMAGE_FIELDS = ("rgb", "depth", "instance")
+INSTRUCTIONS = ("own", "shuffled")  # data.instructions
+
+
+def shuffled(texts: Sequence[str], episode: str, t: int) -> str:
+    """The shuffled-instruction control's prompt for step ``t`` of ``episode``: one of ``texts`` drawn
+    uniformly by a hash of both (the same sample, the same prompt; a policy can learn nothing about the
+    task from it). Python's ``hash`` is salted per process, so blake2b."""
+    h = int.from_bytes(hashlib.blake2b(f"{episode}:{t}".encode(), digest_size=8).digest(), "little")
+    return texts[h % len(texts)]
 
 
 class DemoSource:
@@ -61,7 +73,10 @@ class DemoSource:
         orientation: str | None = "rot180",
         max_open: int = 64,
         frames: tuple[int, str] | None = None,
+        instructions: str = "own",
     ) -> None:
+        if instructions not in INSTRUCTIONS:
+            raise ValueError(f"instructions must be one of {INSTRUCTIONS}, got {instructions!r}")
         refs, actions = [], []
         for path in find_demo_files(paths):
             for ref, a in read_episodes(path):
@@ -76,6 +91,8 @@ class DemoSource:
                 raise ValueError(f"DemoSource: episodes of several env families {families}: name a dataset key")
             key = families[0]
         self._setup(key, refs, actions, chunk, cameras, memory, camera_fields, orientation, max_open, frames)
+        # the shuffled-instruction control: each sample's prompt drawn from every episode's instruction
+        self.instructions, self._texts = instructions, sorted({r.instruction for r in refs})
 
     def _setup(
         self, key, refs, actions, chunk, cameras, memory, camera_fields, orientation, max_open, frames=None
@@ -201,12 +218,14 @@ class DemoSource:
             self.max_open,
             self.frames,
         )
+        out.instructions, out._texts = self.instructions, self._texts  # the whole source's instructions
         return out
 
     def sample(self, i: int) -> Sample:
         e, t = self._locate(check_index(self, i))
         ref = self._refs[e]
-        obs: dict[str, Any] = {"prompt": ref.instruction, "step": t, "state": self._state(ref, t)}
+        prompt = ref.instruction if self.instructions == "own" else shuffled(self._texts, ref.id, t)
+        obs: dict[str, Any] = {"prompt": prompt, "step": t, "state": self._state(ref, t)}
         for cam, prefix in self._cams[e]:
             obs.update(self._camera(ref, cam, prefix, t))
         for k in ref.sensors:

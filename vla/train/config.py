@@ -40,6 +40,9 @@ class DataConfig:
     action_normalization: str = "bounds_q99"
     memory: dict[str, Any] | None = None
     cache_dir: str | None = None  # memory-input cache (default: <out>/memory_cache)
+    # demos: own | shuffled (each sample's prompt drawn from all the episodes' instructions: the control
+    # that shows whether a policy needs the instruction, vla/data/demos.py)
+    instructions: str = "own"
     max_video_frames: int = 8  # gst_qa: video frames shown without memory inputs
     tasks: list[str] | None = None  # spatial: the task types kept; gst_qa: the subtasks kept (None: all)
     parts: list[dict[str, Any]] = field(default_factory=list)
@@ -56,6 +59,8 @@ class DataConfig:
             raise ValueError(
                 f"data.action_normalization must be one of {DATA_NORMALIZATIONS}, got {self.action_normalization!r}"
             )
+        if self.instructions not in ("own", "shuffled"):
+            raise ValueError(f"data.instructions must be 'own' or 'shuffled', got {self.instructions!r}")
         if not 0 <= float(self.val_fraction) < 1:
             raise ValueError(f"data.val_fraction must be in [0, 1), got {self.val_fraction}")
 

@@ -39,7 +39,15 @@ def build_source(
             MemoryCache(Path(cfg.cache_dir) if cfg.cache_dir else cache_root, mem_cfg) if mem_cfg is not None else None
         )
         cams = tuple(cfg.cameras) if cfg.cameras is not None else tuple(cameras)
-        return DemoSource(list(cfg.paths), key=cfg.key or None, chunk=chunk, cameras=cams, memory=cache, frames=frames)
+        return DemoSource(
+            list(cfg.paths),
+            key=cfg.key or None,
+            chunk=chunk,
+            cameras=cams,
+            memory=cache,
+            frames=frames,
+            instructions=cfg.instructions,
+        )
     if cfg.kind == "gst_qa":
         if len(cfg.paths) != 1:
             raise ValueError(f"data.kind=gst_qa reads one question directory, got paths={cfg.paths}")
