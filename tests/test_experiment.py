@@ -467,7 +467,7 @@ def test_libero_mem_trains_three_arms_on_one_recording_and_counts_the_twins(tmp_
     disjoint sampled states, the commands composed as the tools read them; the table counts scenes whose
     twins were both solved, with Wilson intervals, and the stage where each task's failures stopped."""
     from vla.config import check_config, compose
-    from vla.experiment import libero_mem
+    from vla.experiment import libero_mem, tables
 
     seen: list[list[str]] = []
 
@@ -527,9 +527,88 @@ def test_libero_mem_trains_three_arms_on_one_recording_and_counts_the_twins(tmp_
         assert t["checkpoint"] == "step_1000" and t["pairs"] == {"2-3": {"scenes": 2, "both_solved": 1}}
         assert t["tasks"]["3"]["success"] == 1 and t["success"] == 0.75
         assert t["tasks"]["3"]["failed_at"] == {"pick cream_cheese_1": 1} and t["tasks"]["2"]["failed_at"] == {}
-    lo, hi = libero_mem.wilson(3, 4)
+    lo, hi = tables.wilson(3, 4)
     assert 0.2 < lo < 0.75 < hi <= 1.0
     with pytest.raises(ValueError, match="overlap"):
         load("libero_mem_plate", {"val_first": 40})
     with pytest.raises(ValueError, match="arms must be among"):
         load("libero_mem_plate", {"arms": ["memory"]})
+
+
+def test_libero_suite_trains_a_policy_and_its_shuffled_control_and_checks_the_language(tmp_path, monkeypatch):
+    """``libero_suite`` (issue 50): one recording of every task (sampled states, arm starts perturbed), the
+    policy and its shuffled-instruction control trained on it, each chosen on sampled val states and
+    tested on the official 50 per task; the language check (each scene under the other bowl's
+    instruction) and, for the policy only, LIBERO-Plus's factors at levels 1 and 2 on official states."""
+    from vla.config import check_config, compose
+    from vla.experiment import libero_suite
+
+    seen: list[list[str]] = []
+
+    def fake(cmd, log):
+        seen.append(cmd)
+        out = Path(next(x for x in cmd if x.startswith("out="))[4:])
+        if Path(cmd[0]).name == "vla-train":
+            for step in (1000, 2000):
+                (out / "checkpoints" / f"step_{step}").mkdir(parents=True)
+            return
+        out.mkdir(parents=True, exist_ok=True)
+        swapped = "env.instruction=distractor" in cmd
+        rows = []
+        for t in (0, 1):
+            for i in range(2):
+                # under the other bowl's instruction the policy takes its usual bowl: it ignores the words
+                goal = "akita_black_bowl_2" if swapped else "akita_black_bowl_1"
+                took = "akita_black_bowl_1" if (t, i) != (1, 1) else ""
+                row = {"task_id": t, "trial": i, "success": took == goal, "took": took, "goal_object": goal}
+                rows.append({**row, **({} if row["success"] else {"failed_stage": "pick akita_black_bowl_1"})})
+        (out / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (out / "summary.json").write_text(json.dumps({"success_rate": 0.75 if "step_1000" in str(out) else 0.5}))
+
+    monkeypatch.setattr(libero_suite, "run", fake)
+    monkeypatch.setattr("vla.experiment.common.run", fake)  # the recording
+    R = tmp_path / "r"
+    recipe = load("libero_spatial_suite", {"tasks": [0, 1], "language_trials": 2})
+    res = cli.run(recipe, "all", R, ledger_path=tmp_path / "uses.jsonl")
+    record, *rest = seen
+    rec = compose("rollout", record[1:])
+    check_config(rec)
+    assert rec["env"]["init_states"] == "sampled" and rec["env"]["arm_init_noise"] == 0.02
+    assert rec["eval"]["trials_per_task"] == 55 and rec["eval"]["first_trial"] == 0
+    trains = {
+        Path(next(x for x in c if x.startswith("out="))).name: compose("train", c[1:])
+        for c in rest
+        if "vla-train" in c[0]
+    }
+    assert (
+        trains["policy"]["data"]["instructions"] == "own" and trains["shuffled"]["data"]["instructions"] == "shuffled"
+    )
+    runs: dict[str, dict] = {}
+    for c in rest:
+        if "vla-rollout" in c[0]:
+            cfg = compose("rollout", c[1:])
+            check_config(cfg)
+            out = next(x for x in c if x.startswith("out="))[4:]
+            runs[str(Path(out).relative_to(R))] = cfg
+    for arm in ("policy", "shuffled"):
+        val = runs[f"val/{arm}/step_1000"]
+        assert val["env"]["init_states"] == "sampled" and val["eval"]["first_trial"] == 1000
+        assert val["env"]["arm_init_noise"] == 0.02  # as the official states were recorded
+        test = runs[f"test/{arm}"]
+        assert test["env"]["init_states"] == "official" and test["eval"]["trials_per_task"] == 50
+        assert test["agent"]["checkpoint"].endswith(f"{arm}/checkpoints/step_1000")
+        lang = runs[f"language/{arm}"]
+        assert lang["env"]["instruction"] == "distractor" and lang["eval"]["trials_per_task"] == 2
+        assert lang["env"]["init_states"] == "official"
+    perturbed = sorted(k for k in runs if k.startswith("perturb/"))
+    assert len(perturbed) == 14 and all(k.endswith("/policy") for k in perturbed)  # 7 factors x 2 levels
+    assert runs["perturb/camera_2/policy"]["env"]["perturb"] == "camera:2"
+    assert res["test"]["policy"]["tasks"]["1"]["failed_at"] == {"pick akita_black_bowl_1": 1}
+    lang = res["language"]["policy"]
+    assert lang["own"] == {"episodes": 4, "success": 3, "named": 3, "other": 0, "none": 1}
+    assert lang["distractor"] == {"episodes": 4, "success": 0, "named": 0, "other": 3, "none": 1}
+    assert set(res["perturb"]) == {
+        f"{f}_{lv}" for f in ("camera", "robot", "language", "light", "texture", "noise", "layout") for lv in (1, 2)
+    }
+    with pytest.raises(ValueError, match="arms must be among"):
+        load("libero_spatial_suite", {"arms": ["map"]})

@@ -47,4 +47,4 @@ def test_the_goal_follows_the_instruction_and_the_row_says_which_bowl_was_taken(
     assert success, f"{instruction}: no success in {steps} steps"
     assert info_goal == [["on", bowl, "plate_1"]]
     assert ("next to the ramekin" in text) == (instruction == "distractor")
-    assert m["took"] == bowl and m["failed_stage"] == ""
+    assert m["took"] == m["goal_object"] == bowl and m["failed_stage"] == ""

@@ -15,6 +15,7 @@ ENV_SEED = 0  # LIBERO's env.seed(), once per task env, as OpenVLA's get_libero_
 SETTLE_STEPS = 10  # the protocol's no-op steps after reset (docs/LIBERO.md)
 INIT_STATES = ("official", "sampled")
 RENDER_QUALITIES = ("default", "fast")  # env.render_quality (envs/libero/render_quality.py)
+INSTRUCTIONS = ("own", "distractor")  # env.instruction (envs/libero/language.py)
 SAMPLED_SEED = 100_000  # sampled init state of trial k: the placement sampler seeded with SAMPLED_SEED + k
 SAMPLED_TRIALS = 10_000  # trials a task offers with sampled init states
 
@@ -67,8 +68,6 @@ class LiberoConfig:
         from .mem import check_init_states
 
         check_init_states(self.suite, self.init_states)
-        from .language import INSTRUCTIONS
-
         if self.instruction not in INSTRUCTIONS:
             raise ValueError(f"env.instruction must be one of {INSTRUCTIONS}, got {self.instruction!r}")
         from .perturb import canonical

@@ -19,7 +19,6 @@ from functools import lru_cache
 
 from . import suites
 
-INSTRUCTIONS = ("own", "distractor")  # env.instruction
 MOVES = ("on", "in")
 
 

@@ -13,7 +13,8 @@ knocked off again reached its place). The episode row gets
   every stage was reached but never all predicates at one step, ``""`` on success;
 * ``took``: the first object of the goal object's category for which the goal's first move held at
   some step (``akita_black_bowl_2`` on the plate where the goal wanted ``akita_black_bowl_1``), ``""``
-  for none: which bowl a policy took, for the language check (:mod:`envs.libero.language`).
+  for none: which bowl a policy took, for the language check (:mod:`envs.libero.language`); beside it
+  ``goal_object``, the one the goal names.
 
 Read from the simulator's state after each step (LIBERO's own predicate functions); nothing rendered.
 """
@@ -93,4 +94,11 @@ class GoalProgress:
             failed = self.stages[reached][0]
         else:
             failed = "together"
-        return {"stages": len(self.stages), "stages_reached": reached, "failed_stage": failed, "took": self.took}
+        named = self.move[1] if self.move is not None else ""
+        return {
+            "stages": len(self.stages),
+            "stages_reached": reached,
+            "failed_stage": failed,
+            "took": self.took,
+            "goal_object": named,
+        }

@@ -60,6 +60,7 @@ def run(recipe: Recipe, stage: str, root: Path, force: bool = False, ledger_path
     from .house import house, house_table
     from .libero import libero
     from .libero_mem import libero_mem
+    from .libero_suite import libero_suite
     from .openpi import openpi
     from .replay import replay
     from .rollouts import rollouts
@@ -74,7 +75,7 @@ def run(recipe: Recipe, stage: str, root: Path, force: bool = False, ledger_path
     a = SimpleNamespace(**asdict(recipe.options), root=str(root), stage=stage)
     runners = dict(
         libero=libero, house=house, gst=gst, spatial=spatial, replay=replay, gst_eval=gst_eval, rollouts=rollouts,
-        openpi=openpi, detector=detector, libero_mem=libero_mem,
+        openpi=openpi, detector=detector, libero_mem=libero_mem, libero_suite=libero_suite,
     )  # fmt: skip
     res = runners[recipe.kind](a)
     res = {"experiment": recipe.name, "hash": h, "test_set": recipe.test_set(), **res}

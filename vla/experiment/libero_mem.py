@@ -27,11 +27,10 @@ same trial of both twins) were solved twice.
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 from .common import BIN, budget, checkpoints, choose, doing, only, record_demos, run, summary
+from .tables import read_rows, success_table
 
 # the map arm's memory: the agentview camera (fixed, sees the whole table), the map around everything seen
 MAP_MEMORY = (
@@ -118,41 +117,15 @@ def _rollout(a, args: list[str], out: Path, log: Path) -> None:
     run([str(BIN / "vla-rollout"), *args, f"eval.workers={a.workers}", f"out={out}", "progress=false"], log)
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval of k successes in n trials (95 % by default)."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return (max(0.0, c - h), min(1.0, c + h))
-
-
 def table_row(out: Path) -> dict:
     """Success overall and per task with Wilson intervals, per task the stage where its failures stopped
-    (the first goal stage never reached: :mod:`envs.libero.progress`), and per pair (tasks 2k, 2k+1:
-    twins) the scenes -- the same trial of both twins -- solved twice, from a rollout's episodes."""
-    rows = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines() if x.strip()]
+    (:func:`vla.experiment.tables.success_table`), and per pair (tasks 2k, 2k+1: twins) the scenes -- the
+    same trial of both twins -- solved twice, from a rollout's episodes."""
+    rows = read_rows(out)
     ok: dict[tuple[int, int], bool] = {(int(r["task_id"]), int(r["trial"])): bool(r["success"]) for r in rows}
-    per_task = {}
-    for t in sorted({k[0] for k in ok}):
-        got = [v for (task, _), v in ok.items() if task == t]
-        failed: dict[str, int] = {}
-        for r in rows:
-            if int(r["task_id"]) == t and not r["success"]:
-                stage = r.get("failed_stage") or ("error" if r.get("error") else "unknown")
-                failed[stage] = failed.get(stage, 0) + 1
-        per_task[str(t)] = {
-            "episodes": len(got),
-            "success": sum(got),
-            "wilson95": wilson(sum(got), len(got)),
-            "failed_at": failed,
-        }
     pairs = {}
     for t in sorted({k[0] // 2 * 2 for k in ok}):
         scenes = sorted({trial for (task, trial) in ok if task in (t, t + 1)})
         both = [s for s in scenes if ok.get((t, s)) and ok.get((t + 1, s))]
         pairs[f"{t}-{t + 1}"] = {"scenes": len(scenes), "both_solved": len(both)}
-    n, k = len(ok), sum(ok.values())
-    return {"episodes": n, "success": k / n if n else None, "wilson95": wilson(k, n), "tasks": per_task, "pairs": pairs}
+    return {**success_table(rows), "pairs": pairs}

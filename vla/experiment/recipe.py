@@ -8,7 +8,8 @@ fixed agents in closed loop, each run named by its ``vla-rollout`` overrides; ``
 spatial tuning, the backbone on spatial-perception questions; ``openpi``: openpi's LIBERO loop against
 ``vla-serve`` serving a checkpoint; ``detector``: a detector trained on rendered frames, and the memory
 agent answering GST with it; ``libero_mem``: the memory suite learned in three arms -- the current
-frame, a memory of frames, the map), its
+frame, a memory of frames, the map; ``libero_suite``: one language-conditioned policy for a whole
+suite, with a shuffled-instruction control, a language check and LIBERO-Plus's factors), its
 demonstrations, arms, training budget, selection rule and val and test sets, as the fields of
 :class:`Options`. The file holds only what differs from the defaults::
 
@@ -52,6 +53,8 @@ READS: dict[str, tuple[str, ...]] = {
     "libero_mem": (*_TRAINED, "arms", "init_from", "suite", "tasks", "demos", "val_demos", "record_first",
                    "arm_init_noise", "val_first", "val_trials", "test_first", "test_trials", "history",
                    "profiles"),
+    "libero_suite": (*_TRAINED, "arms", "init_from", "suite", "tasks", "demos", "val_demos", "record_first",
+                     "arm_init_noise", "val_first", "val_trials", "language_trials", "perturb_trials"),
     "detector": ("train_scenes", "val_scenes", "test_scenes", "epochs", "profiles", "gst_every"),
     "spatial": (*_TRAINED, "train_scenes", "val_scenes", "test_scenes", "views", "spatial_tasks", "per_view"),
 }  # fmt: skip
@@ -114,6 +117,9 @@ class Options:
     test_first: int = 2000  # first sampled init state of the test rollouts
     test_trials: int = 50  # test rollouts per task
     history: int = 4  # the frames arm's earlier frames (policy.inputs.history)
+    # libero_suite (suite, tasks, demos, val_demos, record_first, arm_init_noise, val_first, val_trials too)
+    language_trials: int = 10  # official states per scene of the language check (env.instruction=distractor)
+    perturb_trials: int = 5  # official states per task under each LIBERO-Plus factor and level
     # openpi (suite, task too)
     policy_path: str | None = None  # the checkpoint served (another experiment's)
     trials: int = 50  # official init states played (the first N)
@@ -167,6 +173,9 @@ class Recipe:
         if self.kind == "libero_mem":  # sampled states test_first.. of the tasks
             tasks = ",".join(str(t) for t in o.tasks)
             return f"libero/{o.suite}/tasks{tasks}/sampled{o.test_first}+{o.test_trials}"
+        if self.kind == "libero_suite":  # the tasks' official states (the language check and factors: the first N)
+            tasks = ",".join(str(t) for t in o.tasks)
+            return f"libero/{o.suite}/tasks{tasks}/official"
         if self.kind == "rollouts":  # each run's env, trials and init states: the recipe is its own set
             return f"rollouts/{self.name}"
         kind = "gst" if self.kind in ("gst_eval", "detector") else self.kind  # the same question set
@@ -227,6 +236,19 @@ def check(recipe: Recipe) -> None:
         )
         if any(a + n > b for (a, n), (b, _) in zip(first, first[1:])):
             raise ValueError(f"experiment {recipe.name!r}: the record, val and test trial ranges overlap: {first}")
+    if recipe.kind == "libero_suite":
+        from .libero_suite import ARMS as SUITE_ARMS
+
+        unknown = sorted(set(o.arms) - set(SUITE_ARMS))
+        if unknown or not o.tasks:
+            raise ValueError(
+                f"experiment {recipe.name!r}: arms must be among {sorted(SUITE_ARMS)} (got unknown {unknown}) "
+                f"and tasks non-empty (got {o.tasks})"
+            )
+        if o.record_first < o.val_first + o.val_trials and o.val_first < o.record_first + o.demos + o.val_demos:
+            raise ValueError(f"experiment {recipe.name!r}: the recorded and val sampled states overlap")
+        if not 1 <= o.language_trials <= 50 or not 1 <= o.perturb_trials <= 50:
+            raise ValueError("language_trials and perturb_trials count official states: 1 to 50")
     if "checkpoints" in READS[recipe.kind] and o.steps % o.checkpoints:  # saved every steps/checkpoints
         raise ValueError(f"steps ({o.steps}) must be a multiple of checkpoints ({o.checkpoints})")
     unknown = sorted(set(o.arms) - set(ARMS))

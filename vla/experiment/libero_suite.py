@@ -1,0 +1,137 @@
+"""One language-conditioned policy for a whole LIBERO suite (kind ``libero_suite``; issue 50).
+
+The scripted expert records ``demos`` episodes of each of ``tasks`` on sampled init states
+``record_first ..`` (the arm's start perturbed by ``arm_init_noise``, as the official states were
+recorded); two arms train on the same demonstrations and budget:
+
+* ``policy``: OFT's recipe at tiny size (both cameras, the state through a projector, chunks decoded in
+  parallel; :data:`vla.experiment.libero.RECIPES`), each sample with its episode's instruction;
+* ``shuffled``: the same, each sample's instruction drawn from all the suite's instructions
+  (``data.instructions=shuffled``): the control that says how far a policy gets without the language
+  (libero_spatial's tasks share their objects and differ in which bowl the instruction names).
+
+Each arm's checkpoints are scored on val (sampled states ``val_first ..``, ``val_trials`` per task),
+the best is tested once on the suite's official init states (50 per task, OpenVLA's protocol). On the
+same test set, once, for the chosen checkpoints:
+
+* the language check: each scene with the instruction of the task whose bowl stands there as the
+  other bowl (``env.instruction=distractor``, official states ``0 .. language_trials-1``), beside the
+  same states under their own instruction: success per instruction and which bowl was taken (the named
+  one, the other, none);
+* the ``policy`` arm under each LIBERO-Plus factor at levels 1 and 2 (``env.perturb``, the first
+  ``perturb_trials`` official states of each task).
+
+The table gives success per task with Wilson intervals and the stage where failures stopped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from envs.libero.perturb import FACTORS
+
+from .common import BIN, budget, checkpoints, choose, doing, only, record_demos, run, summary
+from .libero import RECIPES
+from .tables import read_rows, success_table
+
+ARMS = {"policy": [], "shuffled": ["data.instructions=shuffled"]}
+PERTURB_LEVELS = (1, 2)
+OFFICIAL_TRIALS = 50  # per task: the official protocol
+
+
+def libero_suite(a) -> dict:
+    R = Path(a.root)
+    tasks = "[" + ",".join(str(t) for t in a.tasks) + "]"
+    env = [
+        "env=libero",
+        f"env.suite={a.suite}",
+        "env.cameras=[agentview,wrist]",
+        "env.depth=false",
+        "env.segmentation=false",
+        f"eval.tasks={tasks}",
+    ]
+    sampled = ["env.init_states=sampled", *([f"env.arm_init_noise={a.arm_init_noise}"] if a.arm_init_noise else [])]
+    if doing(a, "record"):
+        record_demos(a, R, [*env, *sampled])  # never the official states the test uses
+    chosen = only(a, ARMS)
+    demos = ",".join(str(p) for p in sorted((R / "demos").glob("*_demo.hdf5")))
+    common = [
+        "model=tiny_qwen2_5_vl",
+        *RECIPES["oft"],
+        "data=libero",
+        f"data.paths=[{demos}]",
+        "data.val_fraction=0.1",
+        *budget(a, batch=16, val_every=max(1, a.steps // 10)),
+        *([f"train.init_from={a.init_from}"] if a.init_from else []),
+    ]
+    if doing(a, "train"):
+        for arm, extra in chosen.items():
+            run([str(BIN / "vla-train"), *common, *extra, f"out={R / 'train' / arm}"], R / f"logs/train_{arm}.log")
+    results: dict = {"val": {}, "test": {}, "language": {}, "perturb": {}}
+    for arm in chosen:
+        scores = {}
+        if a.select == "val" and a.stage in ("all", "select", "test", "table"):
+            for ck in checkpoints(R / "train" / arm):
+                out = R / "val" / arm / ck.name
+                if a.stage != "table":
+                    cmd = [*env, *sampled, f"eval.first_trial={a.val_first}", f"eval.trials_per_task={a.val_trials}"]
+                    _rollout(a, [*cmd, "agent=vla", f"agent.checkpoint={ck}"], out, R / "logs/val.log")
+                if (out / "summary.json").exists():
+                    scores[ck.name] = summary(out)["success_rate"]
+        results["val"][arm] = scores
+        best = choose(a, R / "train" / arm, scores, lambda k: scores[k] or 0)
+        if best is None or a.stage not in ("all", "test", "table"):
+            continue
+        agent = ["agent=vla", f"agent.checkpoint={R / 'train' / arm / 'checkpoints' / best}"]
+        runs = {"test": [f"eval.trials_per_task={OFFICIAL_TRIALS}", "eval.videos=failures"]}
+        runs["language"] = ["env.instruction=distractor", f"eval.trials_per_task={a.language_trials}"]
+        if arm == "policy":
+            for f in FACTORS:
+                for level in PERTURB_LEVELS:
+                    runs[f"perturb/{f}_{level}"] = [
+                        f"env.perturb={f}:{level}",
+                        f"eval.trials_per_task={a.perturb_trials}",
+                    ]
+        for name, extra in runs.items():
+            out = R / name / arm
+            if a.stage != "table":
+                _rollout(a, [*env, *extra, *agent], out, R / "logs/test.log")
+        results["test"][arm] = {"checkpoint": best, **success_table(read_rows(R / "test" / arm))}
+        results["language"][arm] = language_table(R / "test" / arm, R / "language" / arm, a.language_trials)
+        if arm == "policy":
+            results["perturb"] = {
+                name.split("/", 1)[1]: success_table(read_rows(R / name / arm))["success"]
+                for name in runs
+                if "/" in name
+            }
+    return results
+
+
+def _rollout(a, args: list[str], out: Path, log: Path) -> None:
+    run([str(BIN / "vla-rollout"), *args, f"eval.workers={a.workers}", f"out={out}", "progress=false"], log)
+
+
+def language_table(own: Path, swapped: Path, trials: int) -> dict:
+    """Per task, on official states ``0 .. trials-1``: under its own instruction and under the other
+    bowl's (``distractor``), the successes and which bowl the policy took -- the one the instruction
+    names, the other, or none."""
+
+    def took(rows: list[dict]) -> dict:
+        out = {"episodes": len(rows), "success": sum(bool(r["success"]) for r in rows), "named": 0, "other": 0}
+        for r in rows:
+            pick = r.get("took") or ""
+            if pick:
+                out["named" if pick == r.get("goal_object") else "other"] += 1
+        out["none"] = len(rows) - out["named"] - out["other"]
+        return out
+
+    own_rows = [r for r in read_rows(own) if int(r["trial"]) < trials]
+    swap_rows = read_rows(swapped)
+    table = {}
+    for t in sorted({int(r["task_id"]) for r in own_rows + swap_rows}):
+        table[str(t)] = {
+            "own": took([r for r in own_rows if int(r["task_id"]) == t]),
+            "distractor": took([r for r in swap_rows if int(r["task_id"]) == t]),
+        }
+    both = {k: took(rows) for k, rows in (("own", own_rows), ("distractor", swap_rows))}
+    return {"tasks": table, **both}

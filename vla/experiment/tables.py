@@ -1,0 +1,44 @@
+"""The LIBERO kinds' result tables, from a rollout's ``episodes.jsonl``: success overall and per task
+with Wilson intervals, and per task the stage where failures stopped (the first goal stage never
+reached: :mod:`envs.libero.progress`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of k successes in n trials (95 % by default)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, c - h), min(1.0, c + h))
+
+
+def read_rows(out: Path) -> list[dict]:
+    """A rollout's episode rows (none when it has not run)."""
+    path = Path(out) / "episodes.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def success_table(rows: list[dict]) -> dict:
+    """Success overall and per task (successes, Wilson interval, failures per stage)."""
+    per_task = {}
+    for t in sorted({int(r["task_id"]) for r in rows}):
+        got = [r for r in rows if int(r["task_id"]) == t]
+        k = sum(bool(r["success"]) for r in got)
+        failed: dict[str, int] = {}
+        for r in got:
+            if not r["success"]:
+                stage = r.get("failed_stage") or ("error" if r.get("error") else "unknown")
+                failed[stage] = failed.get(stage, 0) + 1
+        per_task[str(t)] = {"episodes": len(got), "success": k, "wilson95": wilson(k, len(got)), "failed_at": failed}
+    n, k = len(rows), sum(bool(r["success"]) for r in rows)
+    return {"episodes": n, "success": k / n if n else None, "wilson95": wilson(k, n), "tasks": per_task}
