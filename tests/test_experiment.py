@@ -612,3 +612,35 @@ def test_libero_suite_trains_a_policy_and_its_shuffled_control_and_checks_the_la
     }
     with pytest.raises(ValueError, match="arms must be among"):
         load("libero_spatial_suite", {"arms": ["map"]})
+
+
+def test_libero_mem_wrist_variant_trains_on_the_plate_recording_through_the_wrist(tmp_path, monkeypatch):
+    """``libero_mem_plate_wrist``: nothing recorded (it reads libero_mem_plate's files, refused while there
+    are none), the policy sees the wrist camera only, the frame memory and the map come from it too."""
+    from vla.config import check_config, compose
+    from vla.experiment import libero_mem
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(libero_mem, "run", lambda cmd, log: seen.append(cmd))
+    monkeypatch.setattr("vla.experiment.common.run", lambda cmd, log: seen.append(cmd))
+    R = tmp_path / "libero_mem_plate_wrist"
+    recipe = load("libero_mem_plate_wrist")
+    with pytest.raises(SystemExit, match="vla-experiment libero_mem_plate stage=record first"):
+        cli.run(recipe, "train", R, ledger_path=tmp_path / "uses.jsonl")
+    plate = tmp_path / "libero_mem_plate" / "demos"
+    plate.mkdir(parents=True)
+    (plate / "KITCHEN_MEM_plate_recall_spot_a_demo.hdf5").touch()
+    cli.run(recipe, "train", R, ledger_path=tmp_path / "uses.jsonl")
+    assert all("vla-train" in c[0] for c in seen), "nothing recorded"
+    trains = {Path(next(x for x in c if x.startswith("out="))).name: compose("train", c[1:]) for c in seen}
+    for arm, cfg in trains.items():
+        assert list(cfg["policy"]["inputs"]["cameras"]) == ["wrist"], arm
+        assert list(cfg["data"]["paths"]) == [str(plate / "KITCHEN_MEM_plate_recall_spot_a_demo.hdf5")]
+    assert trains["frames"]["policy"]["inputs"]["history_camera"] == "wrist"
+    assert trains["map"]["data"]["memory"]["camera"] == "wrist"
+    assert recipe.test_set() == load("libero_mem_plate").test_set()  # one test set, its uses counted together
+    monkeypatch.setattr(libero_mem, "checkpoints", lambda d: [d / "checkpoints" / "step_500"])
+    cli.run(recipe, "select", R, ledger_path=tmp_path / "uses.jsonl")
+    val = [compose("rollout", c[1:]) for c in seen if "vla-rollout" in c[0]]
+    assert val and all(list(v["env"]["cameras"]) == ["wrist"] for v in val)
+    check_config(val[0])

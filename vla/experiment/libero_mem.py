@@ -17,7 +17,9 @@ backbone, demonstrations, budget and selection:
 The scripted expert records ``demos`` episodes of each of ``tasks`` on sampled init states
 ``record_first ..`` (the arm's start perturbed by ``arm_init_noise``; with depth and masks, which the map
 arm's memory fuses; the other arms ignore them);
-val rollouts use states ``val_first ..`` and the test ``test_first ..`` (``test_trials`` per task): three
+With ``demos_from`` another libero_mem experiment's recording is trained on (the wrist-only variant
+reads the plate pair's); ``cameras`` are the policy's (the frame memory and the map from the first).
+Val rollouts use states ``val_first ..`` and the test ``test_first ..`` (``test_trials`` per task): three
 disjoint ranges. Each arm's checkpoints are scored on val (success over the tasks), the best is tested
 once; the map arm's also under each further perception profile of ``profiles`` (its memory fed by that
 profile's depth and detector masks; the other arms read neither). The table gives, per arm and task,
@@ -32,22 +34,31 @@ from pathlib import Path
 from .common import BIN, budget, checkpoints, choose, doing, only, record_demos, run, summary
 from .tables import read_rows, success_table
 
-# the map arm's memory: the agentview camera (fixed, sees the whole table), the map around everything seen
-MAP_MEMORY = (
-    "{camera: agentview, inputs: [topdown, objects, text, origins], map_level: medium, map_frame: fit, "
-    "map_size: [112, 112], max_objects: 8}"
-)
+CAMERAS = ("agentview", "wrist")  # what the recording holds; the policy's cameras are some of them
 
 
-def arms(history: int) -> dict[str, list[str]]:
+def map_memory(camera: str) -> str:
+    """The map arm's memory: fused from ``camera`` (agentview by default: fixed, it sees the whole table),
+    the map around everything seen."""
+    return (
+        f"{{camera: {camera}, inputs: [topdown, objects, text, origins], map_level: medium, map_frame: fit, "
+        "map_size: [112, 112], max_objects: 8}"
+    )
+
+
+def arms(history: int, cameras: list[str] | tuple[str, ...] = CAMERAS) -> dict[str, list[str]]:
+    """Each arm's training overrides; the frames and the map come from the first of ``cameras`` (the
+    policy's own cameras, libero_oft's two, are named only when they differ)."""
+    cams = [] if list(cameras) == list(CAMERAS) else [f"policy.inputs.cameras=[{','.join(cameras)}]"]
     return {
-        "current": [],
-        "frames": [f"policy.inputs.history={history}", "policy.inputs.history_camera=agentview"],
+        "current": cams,
+        "frames": [*cams, f"policy.inputs.history={history}", f"policy.inputs.history_camera={cameras[0]}"],
         "map": [
+            *cams,
             "policy.inputs.memory_map=true",
             "policy.inputs.memory_text=true",
             "policy.inputs.proprio_keys=[state,memory/origins]",
-            f"data.memory={MAP_MEMORY}",
+            f"data.memory={map_memory(cameras[0])}",
         ],
     }
 
@@ -55,21 +66,28 @@ def arms(history: int) -> dict[str, list[str]]:
 def libero_mem(a) -> dict:
     R = Path(a.root)
     tasks = "[" + ",".join(str(t) for t in a.tasks) + "]"
-    env = [
+    # the recording holds both cameras (a variant reading fewer trains on the same files); rollouts render
+    # the policy's own
+    recorded = [
         "env=libero",
         f"env.suite={a.suite}",
         "env.init_states=sampled",
-        "env.cameras=[agentview,wrist]",
+        f"env.cameras=[{','.join(CAMERAS)}]",
         f"eval.tasks={tasks}",
     ]
+    env = [f"env.cameras=[{','.join(a.cameras)}]" if x.startswith("env.cameras=") else x for x in recorded]
     # the demonstrations' arm starts perturbed (the states a policy drifts into); val and test start as the task does
     noise = [f"env.arm_init_noise={a.arm_init_noise}"] if a.arm_init_noise else []
     sensed = ["env.depth=true", "env.segmentation=true"]  # what the map arm's memory fuses
     plain = ["env.depth=false", "env.segmentation=false"]
-    if doing(a, "record"):
-        record_demos(a, R, [*env, *noise, *sensed])
-    chosen = only(a, arms(a.history))
-    demos = ",".join(str(p) for p in sorted((R / "demos").glob("*_demo.hdf5")))
+    source = R.parent / a.demos_from / "demos" if a.demos_from else R / "demos"
+    if a.demos_from:  # another libero_mem experiment's recording (same tasks and states): nothing recorded here
+        if doing(a, "train") and not any(source.glob("*_demo.hdf5")):
+            raise SystemExit(f"no demonstrations in {source}: run vla-experiment {a.demos_from} stage=record first")
+    elif doing(a, "record"):
+        record_demos(a, R, [*recorded, *noise, *sensed])
+    chosen = only(a, arms(a.history, a.cameras))
+    demos = ",".join(str(p) for p in sorted(source.glob("*_demo.hdf5")))
     common = [
         "model=tiny_qwen2_5_vl",
         "policy=libero_oft",

@@ -52,7 +52,7 @@ READS: dict[str, tuple[str, ...]] = {
     "openpi": ("policy_path", "suite", "task", "trials", "replan_steps"),
     "libero_mem": (*_TRAINED, "arms", "init_from", "suite", "tasks", "demos", "val_demos", "record_first",
                    "arm_init_noise", "val_first", "val_trials", "test_first", "test_trials", "history",
-                   "profiles"),
+                   "profiles", "cameras", "demos_from"),
     "libero_suite": (*_TRAINED, "arms", "init_from", "suite", "tasks", "demos", "val_demos", "record_first",
                      "arm_init_noise", "val_first", "val_trials", "language_trials", "perturb_trials"),
     "detector": ("train_scenes", "val_scenes", "test_scenes", "epochs", "profiles", "gst_every"),
@@ -117,6 +117,9 @@ class Options:
     test_first: int = 2000  # first sampled init state of the test rollouts
     test_trials: int = 50  # test rollouts per task
     history: int = 4  # the frames arm's earlier frames (policy.inputs.history)
+    demos_from: str | None = None  # another libero_mem experiment whose recording this one trains on
+    # the policy's cameras (the frames and the map: from the first); recorded: always both
+    cameras: list[str] = field(default_factory=lambda: ["agentview", "wrist"])
     # libero_suite (suite, tasks, demos, val_demos, record_first, arm_init_noise, val_first, val_trials too)
     language_trials: int = 10  # official states per scene of the language check (env.instruction=distractor)
     perturb_trials: int = 5  # official states per task under each LIBERO-Plus factor and level
@@ -134,6 +137,9 @@ class Options:
         if self.gst_ego_weight < 0:
             raise ValueError(f"gst_ego_weight must be >= 0, got {self.gst_ego_weight}")
         self.arms, self.agents, self.profiles = list(self.arms), list(self.agents), list(self.profiles)
+        self.cameras = list(self.cameras)
+        if not self.cameras or any(c not in ("agentview", "wrist") for c in self.cameras):
+            raise ValueError(f"cameras must be some of [agentview, wrist], got {self.cameras}")
         self.tasks = [int(t) for t in self.tasks]
         self.spatial_tasks = list(self.spatial_tasks)
         if not isinstance(self.runs, dict) or not all(isinstance(v, (list, tuple)) for v in self.runs.values()):
