@@ -90,7 +90,8 @@ SCRIPT_ARGS = {  # the smallest arguments of each documented script (appended; a
 # a named experiment at its smallest (its options overridden: a recipe of its own, never the named one's test)
 EXPERIMENT_ARGS = (
     "steps=2 checkpoints=1 select=final scenes=1 val_scenes=1 test_scenes=1 train_scenes=1 demos=1 "
-    "val_demos=1 val_trials=1 dagger_scenes=1 dagger_steps=4 gst_every=10 views=1 language_trials=1 perturb_trials=1"
+    "val_demos=1 val_trials=1 dagger_scenes=1 dagger_steps=4 gst_every=10 views=1 language_trials=1 perturb_trials=1 "
+    "test_trials=1"
 )
 
 

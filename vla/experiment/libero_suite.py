@@ -11,7 +11,8 @@ recorded); two arms train on the same demonstrations and budget:
   (libero_spatial's tasks share their objects and differ in which bowl the instruction names).
 
 Each arm's checkpoints are scored on val (sampled states ``val_first ..``, ``val_trials`` per task),
-the best is tested once on the suite's official init states (50 per task, OpenVLA's protocol). On the
+the best is tested once on the suite's official init states (``test_trials`` per task: 50, OpenVLA's
+protocol). On the
 same test set, once, for the chosen checkpoints:
 
 * the language check: each scene with the instruction of the task whose bowl stands there as the
@@ -36,7 +37,6 @@ from .tables import read_rows, success_table
 
 ARMS = {"policy": [], "shuffled": ["data.instructions=shuffled"]}
 PERTURB_LEVELS = (1, 2)
-OFFICIAL_TRIALS = 50  # per task: the official protocol
 
 
 def libero_suite(a) -> dict:
@@ -83,7 +83,7 @@ def libero_suite(a) -> dict:
         if best is None or a.stage not in ("all", "test", "table"):
             continue
         agent = ["agent=vla", f"agent.checkpoint={R / 'train' / arm / 'checkpoints' / best}"]
-        runs = {"test": [f"eval.trials_per_task={OFFICIAL_TRIALS}", "eval.videos=failures"]}
+        runs = {"test": [f"eval.trials_per_task={a.test_trials}", "eval.videos=failures"]}
         runs["language"] = ["env.instruction=distractor", f"eval.trials_per_task={a.language_trials}"]
         if arm == "policy":
             for f in FACTORS:

@@ -54,7 +54,7 @@ READS: dict[str, tuple[str, ...]] = {
                    "arm_init_noise", "val_first", "val_trials", "test_first", "test_trials", "history",
                    "profiles", "cameras", "demos_from"),
     "libero_suite": (*_TRAINED, "arms", "init_from", "suite", "tasks", "demos", "val_demos", "record_first",
-                     "arm_init_noise", "val_first", "val_trials", "language_trials", "perturb_trials"),
+                     "arm_init_noise", "val_first", "val_trials", "test_trials", "language_trials", "perturb_trials"),
     "detector": ("train_scenes", "val_scenes", "test_scenes", "epochs", "profiles", "gst_every"),
     "spatial": (*_TRAINED, "train_scenes", "val_scenes", "test_scenes", "views", "spatial_tasks", "per_view"),
 }  # fmt: skip
@@ -253,8 +253,8 @@ def check(recipe: Recipe) -> None:
             )
         if o.record_first < o.val_first + o.val_trials and o.val_first < o.record_first + o.demos + o.val_demos:
             raise ValueError(f"experiment {recipe.name!r}: the recorded and val sampled states overlap")
-        if not 1 <= o.language_trials <= 50 or not 1 <= o.perturb_trials <= 50:
-            raise ValueError("language_trials and perturb_trials count official states: 1 to 50")
+        if not all(1 <= n <= 50 for n in (o.test_trials, o.language_trials, o.perturb_trials)):
+            raise ValueError("test_trials, language_trials and perturb_trials count official states: 1 to 50")
     if "checkpoints" in READS[recipe.kind] and o.steps % o.checkpoints:  # saved every steps/checkpoints
         raise ValueError(f"steps ({o.steps}) must be a multiple of checkpoints ({o.checkpoints})")
     unknown = sorted(set(o.arms) - set(ARMS))
