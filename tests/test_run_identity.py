@@ -76,6 +76,10 @@ def test_training_runs_keep_their_identity_through_the_shared_check(tmp_path, mo
     _check_identity(tmp_path, {**cfg, "train": {"lr": 1e-4, "steps": 50}}, Dist("single"))  # more steps: same run
     with pytest.raises(ValueError, match=r"another configuration .*train.lr: 0.0001 there, 0.001 now"):
         _check_identity(tmp_path, {**cfg, "train": {"lr": 1e-3, "steps": 5}}, Dist("single"))
+    # an option added later, at its default, is the run made before it; another value is another run
+    _check_identity(tmp_path, {**cfg, "data": {"paths": ["d"], "instructions": "own"}}, Dist("single"))
+    with pytest.raises(ValueError, match=r"data.instructions: '<unset>' there, 'shuffled' now"):
+        _check_identity(tmp_path, {**cfg, "data": {"paths": ["d"], "instructions": "shuffled"}}, Dist("single"))
 
 
 def test_gst_answers_resume_under_the_same_agent_and_refuse_another(gst, tmp_path, capsys):
