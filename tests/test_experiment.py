@@ -461,6 +461,18 @@ def test_stage_select_is_everything_but_the_test(tmp_path, monkeypatch):
     assert res["test"] == {} and ledger.read(book) == []
 
 
+def _trained_or_out(cmd: list[str]) -> Path | None:
+    """A faked stage command: a ``vla-train`` leaves checkpoints step_1000 and step_2000 (None returned),
+    a rollout gets its ``out`` directory made and returned."""
+    out = Path(next(x for x in cmd if x.startswith("out="))[4:])
+    if Path(cmd[0]).name == "vla-train":
+        for step in (1000, 2000):
+            (out / "checkpoints" / f"step_{step}").mkdir(parents=True)
+        return None
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def test_libero_mem_trains_three_arms_on_one_recording_and_counts_the_twins(tmp_path, monkeypatch):
     """``libero_mem`` (issue 49): one recording with depth and masks (arm starts perturbed), three arms from
     it -- the current frame, a memory of frames, the map -- each scored on val and its best tested on
@@ -473,12 +485,9 @@ def test_libero_mem_trains_three_arms_on_one_recording_and_counts_the_twins(tmp_
 
     def fake(cmd, log):
         seen.append(cmd)
-        out = Path(next(x for x in cmd if x.startswith("out="))[4:])
-        if Path(cmd[0]).name == "vla-train":
-            for step in (1000, 2000):
-                (out / "checkpoints" / f"step_{step}").mkdir(parents=True)
+        out = _trained_or_out(cmd)
+        if out is None:
             return
-        out.mkdir(parents=True, exist_ok=True)
         first = int(next(x for x in cmd if x.startswith("eval.first_trial="))[17:])
         rows = [{"task_id": t, "trial": first + i, "success": (t, i) != (3, 1)} for t in (2, 3) for i in range(2)]
         rows[3]["failed_stage"] = "pick cream_cheese_1"  # the env's stage of the one failure
@@ -547,12 +556,9 @@ def test_libero_suite_trains_a_policy_and_its_shuffled_control_and_checks_the_la
 
     def fake(cmd, log):
         seen.append(cmd)
-        out = Path(next(x for x in cmd if x.startswith("out="))[4:])
-        if Path(cmd[0]).name == "vla-train":
-            for step in (1000, 2000):
-                (out / "checkpoints" / f"step_{step}").mkdir(parents=True)
+        out = _trained_or_out(cmd)
+        if out is None:
             return
-        out.mkdir(parents=True, exist_ok=True)
         swapped = "env.instruction=distractor" in cmd
         rows = []
         for t in (0, 1):
@@ -639,7 +645,7 @@ def test_libero_mem_wrist_variant_trains_on_the_plate_recording_through_the_wris
     assert trains["frames"]["policy"]["inputs"]["history_camera"] == "wrist"
     assert trains["map"]["data"]["memory"]["camera"] == "wrist"
     assert recipe.test_set() == load("libero_mem_plate").test_set()  # one test set, its uses counted together
-    monkeypatch.setattr(libero_mem, "checkpoints", lambda d: [d / "checkpoints" / "step_500"])
+    monkeypatch.setattr("vla.experiment.common.checkpoints", lambda d: [d / "checkpoints" / "step_500"])
     cli.run(recipe, "select", R, ledger_path=tmp_path / "uses.jsonl")
     val = [compose("rollout", c[1:]) for c in seen if "vla-rollout" in c[0]]
     assert val and all(list(v["env"]["cameras"]) == ["wrist"] for v in val)

@@ -104,5 +104,41 @@ def choose(a, train_out: Path, scores: dict, score) -> str | None:
     return max(scores, key=lambda k: (score(k), int(k.split("_")[1]))) if scores else None
 
 
+def rollout(a, args: list[str], out: Path, log: Path) -> None:
+    """One ``vla-rollout`` of a stage, with the recipe's workers, into ``out``."""
+    run([str(BIN / "vla-rollout"), *args, f"eval.workers={a.workers}", f"out={out}", "progress=false"], log)
+
+
+def demo_training(a, demos: Path, policy: list[str]) -> list[str]:
+    """What every arm of a LIBERO proof trains with (the arm adds its inputs): the tiny backbone, ``policy``
+    (its recipe's overrides), the recorded demonstrations in ``demos`` (a tenth of the episodes for the
+    val loss), the shared budget, and the recipe's starting weights if any."""
+    files = ",".join(str(p) for p in sorted(Path(demos).glob("*_demo.hdf5")))
+    return [
+        "model=tiny_qwen2_5_vl",
+        *policy,
+        "data=libero",
+        f"data.paths=[{files}]",
+        "data.val_fraction=0.1",
+        *budget(a, batch=16, val_every=max(1, a.steps // 10)),
+        *([f"train.init_from={a.init_from}"] if a.init_from else []),
+    ]
+
+
+def val_scores(a, R: Path, arm: str, env: list[str]) -> dict[str, float]:
+    """Each checkpoint of ``arm`` rolled out on val (``env``: the rollout's overrides with the val states)
+    and its success rate; with ``stage=table`` or ``select: final``, only what is there."""
+    scores: dict[str, float] = {}
+    if a.select != "val" or a.stage not in ("all", "select", "test", "table"):
+        return scores
+    for ck in checkpoints(R / "train" / arm):
+        out = R / "val" / arm / ck.name
+        if a.stage != "table":
+            rollout(a, [*env, "agent=vla", f"agent.checkpoint={ck}"], out, R / "logs/val.log")
+        if (out / "summary.json").exists():
+            scores[ck.name] = summary(out)["success_rate"]
+    return scores
+
+
 def _mean(v) -> float:
     return float(v["mean"]) if isinstance(v, dict) else float(v)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import BIN, budget, checkpoints, doing, record_demos, run, summary
+from .common import BIN, checkpoints, demo_training, doing, record_demos, run, summary
 
 
 RECIPES = {
@@ -35,15 +35,8 @@ def libero(a) -> dict:
     sampled = ["env.init_states=sampled", *([f"env.arm_init_noise={a.arm_init_noise}"] if a.arm_init_noise else [])]
     if doing(a, "record"):
         record_demos(a, R, [*env, *sampled])  # never the official states the test uses
-    common = [
-        "model=tiny_qwen2_5_vl",
-        *RECIPES[a.recipe],
-        "data=libero",
-        f"data.paths=[{','.join(str(p) for p in sorted((R / 'demos').glob('*_demo.hdf5')))}]",  # the merged files
-        "data.val_fraction=0.1",  # episodes held out for the val loss (by id hash: 6 of the 56 recorded, 50 train)
-        *budget(a, batch=16, val_every=max(1, a.steps // 10)),
-        *([f"train.init_from={a.init_from}"] if a.init_from else []),  # stage 2 of spatial tuning
-    ]
+    # the merged files; a tenth of the episodes held out for the val loss (by id hash: 6 of the 56 recorded)
+    common = demo_training(a, R / "demos", RECIPES[a.recipe])  # init_from: stage 2 of spatial tuning
     if doing(a, "train"):
         run([str(BIN / "vla-train"), *common, f"out={R / 'train'}"], R / "logs/train.log")
     agents = {name: ["agent=vla", *(f"agent.{kv}" for kv in kvs.split(",") if kv)] for name, kvs in _agents(a)}

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import BIN, budget, checkpoints, choose, doing, only, record_demos, run, summary
+from .common import BIN, choose, demo_training, doing, only, record_demos, rollout, run, val_scores
 from .tables import read_rows, success_table
 
 CAMERAS = ("agentview", "wrist")  # what the recording holds; the policy's cameras are some of them
@@ -87,16 +87,7 @@ def libero_mem(a) -> dict:
     elif doing(a, "record"):
         record_demos(a, R, [*recorded, *noise, *sensed])
     chosen = only(a, arms(a.history, a.cameras))
-    demos = ",".join(str(p) for p in sorted(source.glob("*_demo.hdf5")))
-    common = [
-        "model=tiny_qwen2_5_vl",
-        "policy=libero_oft",
-        "data=libero",
-        f"data.paths=[{demos}]",
-        "data.val_fraction=0.1",
-        *budget(a, batch=16, val_every=max(1, a.steps // 10)),
-        *([f"train.init_from={a.init_from}"] if a.init_from else []),
-    ]
+    common = demo_training(a, source, ["policy=libero_oft"])
     if doing(a, "train"):
         for arm, extra in chosen.items():
             out = R / "train" / arm
@@ -105,15 +96,9 @@ def libero_mem(a) -> dict:
     results: dict = {"val": {}, "test": {}}
     for arm in chosen:
         rollout_env = [*env, *(sensed if arm == "map" else plain)]
-        scores = {}
-        if a.select == "val" and a.stage in ("all", "select", "test", "table"):
-            for ck in checkpoints(R / "train" / arm):
-                out = R / "val" / arm / ck.name
-                if a.stage != "table":
-                    cmd = [*rollout_env, f"eval.first_trial={a.val_first}", f"eval.trials_per_task={a.val_trials}"]
-                    _rollout(a, [*cmd, "agent=vla", f"agent.checkpoint={ck}"], out, R / "logs/val.log")
-                if (out / "summary.json").exists():
-                    scores[ck.name] = summary(out)["success_rate"]
+        scores = val_scores(
+            a, R, arm, [*rollout_env, f"eval.first_trial={a.val_first}", f"eval.trials_per_task={a.val_trials}"]
+        )
         results["val"][arm] = scores
         best = choose(a, R / "train" / arm, scores, lambda k: scores[k] or 0)
         if best is None or a.stage not in ("all", "test", "table"):
@@ -126,13 +111,9 @@ def libero_mem(a) -> dict:
             out = R / "test" / f"{arm}{tag}"
             if a.stage != "table":
                 args = [*cmd, *sensors, "agent=vla", f"agent.checkpoint={ck}", "eval.videos=all"]
-                _rollout(a, args, out, R / "logs/test.log")
+                rollout(a, args, out, R / "logs/test.log")
             results["test"][f"{arm}{tag}"] = {"checkpoint": best, "perception": profile, **table_row(out)}
     return results
-
-
-def _rollout(a, args: list[str], out: Path, log: Path) -> None:
-    run([str(BIN / "vla-rollout"), *args, f"eval.workers={a.workers}", f"out={out}", "progress=false"], log)
 
 
 def table_row(out: Path) -> dict:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from envs.libero.perturb import FACTORS
 
-from .common import BIN, budget, checkpoints, choose, doing, only, record_demos, run, summary
+from .common import BIN, choose, demo_training, doing, only, record_demos, rollout, run, val_scores
 from .libero import RECIPES
 from .tables import read_rows, success_table
 
@@ -54,30 +54,14 @@ def libero_suite(a) -> dict:
     if doing(a, "record"):
         record_demos(a, R, [*env, *sampled])  # never the official states the test uses
     chosen = only(a, ARMS)
-    demos = ",".join(str(p) for p in sorted((R / "demos").glob("*_demo.hdf5")))
-    common = [
-        "model=tiny_qwen2_5_vl",
-        *RECIPES["oft"],
-        "data=libero",
-        f"data.paths=[{demos}]",
-        "data.val_fraction=0.1",
-        *budget(a, batch=16, val_every=max(1, a.steps // 10)),
-        *([f"train.init_from={a.init_from}"] if a.init_from else []),
-    ]
+    common = demo_training(a, R / "demos", RECIPES["oft"])
     if doing(a, "train"):
         for arm, extra in chosen.items():
             run([str(BIN / "vla-train"), *common, *extra, f"out={R / 'train' / arm}"], R / f"logs/train_{arm}.log")
     results: dict = {"val": {}, "test": {}, "language": {}, "perturb": {}}
     for arm in chosen:
-        scores = {}
-        if a.select == "val" and a.stage in ("all", "select", "test", "table"):
-            for ck in checkpoints(R / "train" / arm):
-                out = R / "val" / arm / ck.name
-                if a.stage != "table":
-                    cmd = [*env, *sampled, f"eval.first_trial={a.val_first}", f"eval.trials_per_task={a.val_trials}"]
-                    _rollout(a, [*cmd, "agent=vla", f"agent.checkpoint={ck}"], out, R / "logs/val.log")
-                if (out / "summary.json").exists():
-                    scores[ck.name] = summary(out)["success_rate"]
+        val = [*env, *sampled, f"eval.first_trial={a.val_first}", f"eval.trials_per_task={a.val_trials}"]
+        scores = val_scores(a, R, arm, val)
         results["val"][arm] = scores
         best = choose(a, R / "train" / arm, scores, lambda k: scores[k] or 0)
         if best is None or a.stage not in ("all", "test", "table"):
@@ -95,7 +79,7 @@ def libero_suite(a) -> dict:
         for name, extra in runs.items():
             out = R / name / arm
             if a.stage != "table":
-                _rollout(a, [*env, *extra, *agent], out, R / "logs/test.log")
+                rollout(a, [*env, *extra, *agent], out, R / "logs/test.log")
         results["test"][arm] = {"checkpoint": best, **success_table(read_rows(R / "test" / arm))}
         results["language"][arm] = language_table(R / "test" / arm, R / "language" / arm, a.language_trials)
         if arm == "policy":
@@ -105,10 +89,6 @@ def libero_suite(a) -> dict:
                 if "/" in name
             }
     return results
-
-
-def _rollout(a, args: list[str], out: Path, log: Path) -> None:
-    run([str(BIN / "vla-rollout"), *args, f"eval.workers={a.workers}", f"out={out}", "progress=false"], log)
 
 
 def language_table(own: Path, swapped: Path, trials: int) -> dict:
