@@ -491,6 +491,9 @@ def test_libero_mem_trains_three_arms_on_one_recording_and_counts_the_twins(tmp_
         first = int(next(x for x in cmd if x.startswith("eval.first_trial="))[17:])
         rows = [{"task_id": t, "trial": first + i, "success": (t, i) != (3, 1)} for t in (2, 3) for i in range(2)]
         rows[3]["failed_stage"] = "pick cream_cheese_1"  # the env's stage of the one failure
+        for r in rows:  # the test keeps every video
+            end = "success" if r["success"] else "failure"
+            r["video"] = f"libero_mem_task{r['task_id']:03d}_trial{r['trial']:03d}_{end}.mp4"
         (out / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         (out / "summary.json").write_text(json.dumps({"success_rate": 0.75 if "step_1000" in str(out) else 0.5}))
 
@@ -536,6 +539,10 @@ def test_libero_mem_trains_three_arms_on_one_recording_and_counts_the_twins(tmp_
         assert t["checkpoint"] == "step_1000" and t["pairs"] == {"2-3": {"scenes": 2, "both_solved": 1}}
         assert t["tasks"]["3"]["success"] == 1 and t["success"] == 0.75
         assert t["tasks"]["3"]["failed_at"] == {"pick cream_cheese_1": 1} and t["tasks"]["2"]["failed_at"] == {}
+        assert t["videos"] == {
+            "success": "videos/libero_mem_task002_trial2000_success.mp4",
+            "failure": "videos/libero_mem_task003_trial2001_failure.mp4",
+        }
     lo, hi = tables.wilson(3, 4)
     assert 0.2 < lo < 0.75 < hi <= 1.0
     with pytest.raises(ValueError, match="overlap"):

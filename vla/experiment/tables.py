@@ -29,7 +29,8 @@ def read_rows(out: Path) -> list[dict]:
 
 
 def success_table(rows: list[dict]) -> dict:
-    """Success overall and per task (successes, Wilson interval, failures per stage)."""
+    """Success overall and per task (successes, Wilson interval, failures per stage), and the videos of the
+    first success and the first failure when the run kept videos (``videos/<name>``, for the docs)."""
     per_task = {}
     for t in sorted({int(r["task_id"]) for r in rows}):
         got = [r for r in rows if int(r["task_id"]) == t]
@@ -41,4 +42,10 @@ def success_table(rows: list[dict]) -> dict:
                 failed[stage] = failed.get(stage, 0) + 1
         per_task[str(t)] = {"episodes": len(got), "success": k, "wilson95": wilson(k, len(got)), "failed_at": failed}
     n, k = len(rows), sum(bool(r["success"]) for r in rows)
-    return {"episodes": n, "success": k / n if n else None, "wilson95": wilson(k, n), "tasks": per_task}
+    out = {"episodes": n, "success": k / n if n else None, "wilson95": wilson(k, n), "tasks": per_task}
+    videos = {}
+    for kind, ok in (("success", True), ("failure", False)):
+        first = next((r for r in rows if bool(r["success"]) == ok and r.get("video")), None)
+        if first is not None:
+            videos[kind] = f"videos/{first['video']}"
+    return {**out, **({"videos": videos} if videos else {})}
