@@ -14,18 +14,10 @@ the category met the goal predicate, so a confusion table needs no video.
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 from . import suites
-
-MOVES = ("on", "in")
-
-
-def category(name: str) -> str:
-    """An object's category: its BDDL name without the instance number (``akita_black_bowl_2`` ->
-    ``akita_black_bowl``)."""
-    return re.sub(r"_\d+$", "", name)
+from .progress import category, first_move
 
 
 @lru_cache(maxsize=None)
@@ -37,8 +29,8 @@ def _problem(suite: str, task_id: int) -> dict:
 
 def _moved(problem: dict) -> str | None:
     """The object the goal's first move (``On`` / ``In``) puts somewhere."""
-    moves = [g for g in problem["goal_state"] if len(g) == 3 and g[0].lower() in MOVES]
-    return moves[0][1] if moves else None
+    move = first_move(problem["goal_state"])
+    return move[1] if move else None
 
 
 def _starts(problem: dict) -> dict[str, tuple[str, str]]:

@@ -21,12 +21,24 @@ Read from the simulator's state after each step (LIBERO's own predicate function
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 
 LIFT_M = 0.03  # an object counts as picked once lifted this far above its resting height
 MOVES = ("on", "in")  # binary predicates that put their first object somewhere
+
+
+def category(name: str) -> str:
+    """An object's category: its BDDL name without the instance number (``akita_black_bowl_2`` ->
+    ``akita_black_bowl``)."""
+    return re.sub(r"_\d+$", "", name)
+
+
+def first_move(goal: list[list[str]]) -> list[str] | None:
+    """The goal's first predicate that puts an object somewhere (``On`` / ``In``), if any."""
+    return next((list(p) for p in goal if len(p) == 3 and p[0].lower() in MOVES), None)
 
 
 def goal_stages(goal: list[list[str]]) -> list[tuple[str, list[str]]]:
@@ -51,10 +63,7 @@ class GoalProgress:
         self.first: list[int | None] = [None] * len(self.stages)
         self.rest_z: dict[str, float] = {}
         self.success = False
-        from .language import category
-
-        move = next((p for p in goal if len(p) == 3 and p[0].lower() in MOVES), None)
-        self.move = move
+        move = self.move = first_move(goal)
         self.alike = sorted(o for o in problem.object_states_dict if category(o) == category(move[1])) if move else []
         self.took = ""
 
