@@ -91,7 +91,7 @@ def libero_mem(a) -> dict:
     if doing(a, "train"):
         for arm, extra in chosen.items():
             out = R / "train" / arm
-            cache = [f"data.cache_dir={R / 'memory_cache'}"] if arm == "map" else []
+            cache = [f"data.cache_dir={source.parent / 'memory_cache'}"] if arm == "map" else []
             run([str(BIN / "vla-train"), *common, *extra, *cache, f"out={out}"], R / f"logs/train_{arm}.log")
     results: dict = {"val": {}, "test": {}}
     for arm in chosen:
