@@ -71,6 +71,11 @@ class MemoryNavigator:
         self.config = replace(cfg, **overrides) if overrides else cfg
         self.limits = self._limits(self.config.max_forward_m, self.config.max_left_m, self.config.max_turn_rad)
         self.layers = NavLayers(self.config)
+        self.confusions = None  # what the detector confuses (config.confusions), read once
+        if self.config.confusions:
+            from .confusion import ConfusionModel
+
+            self.confusions = ConfusionModel.load(self.config.confusions)
         self.reset("")
 
     # ---------------------------------------------------------------------------- setup
@@ -106,6 +111,9 @@ class MemoryNavigator:
         self._last_clear = -(10**9)
         self._probe: dict | None = None  # pending probes after a bump
         self._goto_retry_at = 0  # no reachable goal near the target: when to look again
+        self._given_up: list[np.ndarray] = []  # centres of objects given up (done there, episode went on)
+        self._dones = (None, 0)  # (centre of the object last "done" at, times in a row)
+        self._explored = False  # no frontier was left at some step
         self.events: list[tuple[int, str]] = []  # (step, what happened): replans, bumps, blacklists
         if self.target_category == "":
             self._event(f"no target in the instruction {instruction!r}: exploring only")
@@ -144,14 +152,19 @@ class MemoryNavigator:
             self._done_steps += 1
             if not cfg.resume_after_done or self._done_steps <= cfg.resume_after_done:
                 return np.zeros(3)
-            # the episode went on: our distance or visibility estimate was off; get closer elsewhere
-            self._event(f"still running {self._done_steps} steps after done: approaching closer")
-            self._approach = max(0.3, self._approach - 0.15)
-            self._blacklist_goal_here(pose)
+            # the episode went on: our distance or visibility estimate was off; get closer elsewhere,
+            # or, done at this object give_up_after times, it is not the target
             self.phase, self.goal, self._done_steps = "goto", None, 0
+            if not self._give_up():
+                self._event(f"still running {cfg.resume_after_done} steps after done: approaching closer")
+                self._approach = max(0.3, self._approach - 0.15)
+                self._blacklist_goal_here(pose)
         if self.target is not None and target_reached(self.target, pose, frame, self.config):
             self.phase = "done"
             self._done_steps = 0
+            last, n = self._dones
+            same = last is not None and float(np.hypot(*(last - self.target.center[:2]))) < cfg.blacklist_radius_m
+            self._dones = (self.target.center[:2].copy(), n + 1 if same else 1)
             self._event("target visible and within reach: done")
             return np.zeros(3)
         if self.target is None and self._turns_left > 0:
@@ -172,11 +185,13 @@ class MemoryNavigator:
             self.phase = "explore"
             action = self._explore(pose, blocked)
         if action is None:  # nothing left to explore: look around; now and then forget the blacklists
+            self._explored = True
             if self._t - self._last_clear >= 24:
                 self._event("no frontier left: clearing blacklists")
                 self._last_clear = self._t
                 self.layers.fr_black[:] = False
                 self.layers.goal_black[:] = False
+                self._given_up.clear()  # and the objects given up: the nearest miss may be the target
                 self._approach = self.config.approach_m
             action = np.array([0.0, 0.0, self.limits.max_turn])
         return action
@@ -229,7 +244,32 @@ class MemoryNavigator:
         return None
 
     def _find_target(self, memory: Any):
-        return find_target(memory, self.target_category, self.config)
+        cfg = self.config
+        wide = self.confusions is not None and (cfg.confusion_when == "always" or self._explored)
+        found = find_target(memory, self.target_category, cfg, self._skipped, self.confusions if wide else None)
+        if found is not None and (self.target is None or found.id != self.target.id) and wide:
+            if found.category != self.target_category:
+                self._event(f"no {self.target_category} left in memory: trying {found.id} ({found.category})")
+        return found
+
+    def _skipped(self, obj: Any) -> bool:
+        """An object given up (its centre near one given up)."""
+        r = self.config.blacklist_radius_m
+        return any(float(np.hypot(*(p - obj.center[:2]))) < r for p in self._given_up)
+
+    def _give_up(self) -> bool:
+        """Done ``give_up_after`` times in a row at the current target and the episode went on: it is not
+        the target; leave it out from now on (True: given up)."""
+        cfg, obj = self.config, self.target
+        if not cfg.give_up_after or obj is None or self._dones[1] < cfg.give_up_after:
+            return False
+        self._event(f"done {self._dones[1]} times at {obj.id} and the episode went on: giving it up")
+        self._given_up.append(obj.center[:2].copy())
+        self._dones = (None, 0)
+        self._approach = cfg.approach_m
+        self.target = None
+        self.phase = "explore"
+        return True
 
     # ---------------------------------------------------------------------------- planning helpers
     def _set_path(self, goal: _Goal, parent: np.ndarray, cell: tuple[int, int]) -> None:

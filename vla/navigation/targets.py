@@ -32,16 +32,35 @@ def parse_target(instruction: str) -> str:
     return m.group(1).strip()
 
 
-def find_target(memory: Any, category: str | None, cfg: NavigatorConfig):
-    """The memory object of ``category`` with the most sample points (at least ``min_target_points``);
-    None while there is none (or no category)."""
+def find_target(
+    memory: Any,
+    category: str | None,
+    cfg: NavigatorConfig,
+    skip: Callable[[Any], bool] | None = None,
+    confusions: Any = None,
+):
+    """The memory object of ``category`` with the most sample points (at least ``min_target_points``),
+    leaving out those ``skip`` names (given up); None while there is none (or no category). With
+    ``confusions`` (a :class:`~.confusion.ConfusionModel`), when no object of ``category`` is left: the
+    object under another label most likely to be of ``category`` (P(category | label) at least
+    ``cfg.confusion_min_p``; ties: the most sample points)."""
     if not category:
         return None
+
+    def ok(o: Any) -> bool:
+        return o.n_points >= cfg.min_target_points and not (skip is not None and skip(o))
+
     best = None
     for o in memory.objects_by_category(category):
-        if o.n_points >= cfg.min_target_points and (best is None or o.n_points > best.n_points):
+        if ok(o) and (best is None or o.n_points > best.n_points):
             best = o
-    return best
+    if best is not None or confusions is None:
+        return best
+    for label, _p in confusions.labels_for(category, cfg.confusion_min_p):
+        found = [o for o in memory.objects_by_category(label) if ok(o)]
+        if found:
+            return max(found, key=lambda o: o.n_points)
+    return None
 
 
 def target_points(obj: Any) -> np.ndarray:
