@@ -105,8 +105,8 @@ def test_find_target_falls_back_on_what_the_target_is_taken_for():
 
 
 def test_navigator_config_rejects_bad_search_settings(tmp_path):
-    with pytest.raises(ValueError, match="give_up_after"):
-        NavigatorConfig(give_up_after=-1)
+    with pytest.raises(ValueError, match="confusion_give_up"):
+        NavigatorConfig(confusion_give_up=0)
     with pytest.raises(ValueError, match="confusion_min_p"):
         NavigatorConfig(confusion_min_p=0.0)
     with pytest.raises(ValueError, match="confusion_when"):
@@ -129,7 +129,7 @@ def test_the_search_visits_what_the_target_is_taken_for_and_gives_up_what_it_is_
     scene, K = _synthetic()
     base = _DiscBase(scene)
     nav = MemoryNavigator(
-        confusions=str(path), confusion_when="always", confusion_min_p=0.2, give_up_after=1, resume_after_done=2
+        confusions=str(path), confusion_when="always", confusion_min_p=0.2, confusion_give_up=1, resume_after_done=2
     )
     nav.reset("go to the armchair")
     mem = SpatialMemory()
@@ -149,3 +149,31 @@ def test_the_search_visits_what_the_target_is_taken_for_and_gives_up_what_it_is_
     events = [e for _, e in nav.events]
     assert done_at == ["bed", "desk"], f"done at {done_at}; events: {events[-12:]}"
     assert any("giving it up" in e for e in events)
+
+
+def test_an_object_of_the_targets_own_label_is_never_given_up(tmp_path):
+    """The episode going on past "done" at the bed itself means our estimate erred: approach closer, keep it."""
+    from envs.base import Observation
+    from spatial_memory import SpatialMemory
+    from tests.test_navigation import _cam, _DiscBase, _synthetic
+
+    path = ConfusionModel({"bed": {"bed": 4, "desk": 4}, "desk": {"desk": 4}}).save(tmp_path / "c.json")
+    scene, K = _synthetic()
+    base = _DiscBase(scene)
+    nav = MemoryNavigator(confusions=str(path), confusion_when="always", confusion_give_up=1, resume_after_done=2)
+    nav.reset("go to the bed")
+    mem = SpatialMemory()
+    pose, blocked = np.array([7.0, 5.0, -math.pi / 2]), False
+    dones = 0
+    for t in range(200):
+        frame = scene.render(_cam(*pose), K, 64, 64, step=t)
+        mem.integrate(frame)
+        obs = Observation(cameras={"ego": frame}, state=pose.copy(), instruction="go to the bed", step=t,
+                          sensors={"blocked": blocked})  # fmt: skip
+        a = nav.act(obs, mem)
+        dones += nav.phase == "done"
+        assert nav.target is None or nav.target.category == "bed", f"step {t}: left the bed for {nav.target.id}"
+        pose, blocked = base.step(pose, a)
+    events = [e for _, e in nav.events]
+    assert dones >= 6 and any("approaching closer" in e for e in events)
+    assert not any("giving it up" in e for e in events)

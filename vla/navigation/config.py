@@ -83,14 +83,14 @@ class NavigatorConfig:
     resume_after_done: int = (
         5  # still asked to act this many steps after "done": our estimate was wrong, go closer (0 = stay)
     )
-    give_up_after: int = 0  # "done" this many times at one object and the episode went on: not the target,
-    # try another (0 = never give up: go ever closer)
     # the search for a category the memory does not hold (vla/navigation/confusion.py)
     confusions: str | None = None  # a learned confusion model (JSON): objects labelled as a class the target
     # is taken for become candidates (None = only objects labelled as the target)
     confusion_min_p: float = 0.1  # ... those with P(target | label) at least this
     confusion_when: str = "explored"  # "explored": once no frontier is left; "always": whenever no object
     # labelled as the target is left
+    confusion_give_up: int = 2  # "done" this many times at such an object and the episode went on: it is not
+    # the target, try the next (an object of the target's own label is approached ever closer instead)
 
     def __post_init__(self) -> None:
         if not (self.cell_m > 0 and self.map_extent_m > 4 * self.cell_m):
@@ -112,8 +112,8 @@ class NavigatorConfig:
             raise ValueError(
                 f"NavigatorConfig.min_obstacle_cells must be >= 0 (0 = by perception), got {self.min_obstacle_cells}"
             )
-        if self.give_up_after < 0:
-            raise ValueError(f"NavigatorConfig.give_up_after must be >= 0 (0 = never), got {self.give_up_after}")
+        if self.confusion_give_up < 1:
+            raise ValueError(f"NavigatorConfig.confusion_give_up must be >= 1, got {self.confusion_give_up}")
         if not 0.0 < self.confusion_min_p <= 1.0:
             raise ValueError(f"NavigatorConfig.confusion_min_p must be in (0, 1], got {self.confusion_min_p}")
         if self.confusion_when not in ("explored", "always"):
