@@ -177,3 +177,49 @@ def test_an_object_of_the_targets_own_label_is_never_given_up(tmp_path):
     events = [e for _, e in nav.events]
     assert dones >= 6 and any("approaching closer" in e for e in events)
     assert not any("giving it up" in e for e in events)
+
+
+class _WithPhantom:
+    """A memory holding one more object than the scene: a "lamp" no frame will ever show (a false detection)."""
+
+    def __init__(self, memory, phantom):
+        self._m, self._p = memory, phantom
+
+    def __getattr__(self, name):
+        return getattr(self._m, name)
+
+    def objects_by_category(self, c):
+        return [*self._m.objects_by_category(c), *([self._p] if c == self._p.category else [])]
+
+    def occupancy2d(self, *args, exclude=None, **kw):
+        return self._m.occupancy2d(*args, exclude=None if exclude == self._p.id else exclude, **kw)
+
+
+@pytest.mark.parametrize("unseen_give_up", [0, 2])
+def test_a_target_never_seen_from_its_goal_cells_is_given_up(unseen_give_up):
+    from envs.base import Observation
+    from spatial_memory import SpatialMemory
+    from spatial_memory.objects import MemoryObject
+    from tests.test_navigation import _cam, _DiscBase, _synthetic
+
+    scene, K = _synthetic()
+    base = _DiscBase(scene)
+    phantom = MemoryObject("lamp_1", "lamp", np.array([6.5, 4.0, 0.5]), np.array([0.3, 0.3, 1.0]), 0.0, 0, 0, 1, 50,
+                           instance_id=999)  # fmt: skip
+    nav = MemoryNavigator(unseen_give_up=unseen_give_up)
+    nav.reset("go to the lamp")
+    mem = _WithPhantom(SpatialMemory(), phantom)
+    pose, blocked = np.array([8.0, 5.0, math.pi]), False
+    for t in range(150):
+        frame = scene.render(_cam(*pose), K, 64, 64, step=t)
+        mem._m.integrate(frame)
+        obs = Observation(cameras={"ego": frame}, state=pose.copy(), instruction="go to the lamp", step=t,
+                          sensors={"blocked": blocked})  # fmt: skip
+        a = nav.act(obs, mem)
+        pose, blocked = base.step(pose, a)
+    events = [e for _, e in nav.events]
+    assert sum("not visible from the goal" in e for e in events) >= 2, events[-10:]
+    gave_up = any("giving it up" in e for e in events)
+    assert gave_up == bool(unseen_give_up), events[-10:]
+    if unseen_give_up:
+        assert nav.target is None and nav.phase == "explore"

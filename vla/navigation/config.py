@@ -83,6 +83,8 @@ class NavigatorConfig:
     resume_after_done: int = (
         5  # still asked to act this many steps after "done": our estimate was wrong, go closer (0 = stay)
     )
+    unseen_give_up: int = 0  # goal cells near the target from which, facing it, it was not detected before
+    # the object is given up as a false detection (0 = never: try cells until the goal budget runs out)
     # the search for a category the memory does not hold (vla/navigation/confusion.py)
     confusions: str | None = None  # a learned confusion model (JSON): objects labelled as a class the target
     # is taken for become candidates (None = only objects labelled as the target)
@@ -112,6 +114,8 @@ class NavigatorConfig:
             raise ValueError(
                 f"NavigatorConfig.min_obstacle_cells must be >= 0 (0 = by perception), got {self.min_obstacle_cells}"
             )
+        if self.unseen_give_up < 0:
+            raise ValueError(f"NavigatorConfig.unseen_give_up must be >= 0 (0 = never), got {self.unseen_give_up}")
         if self.confusion_give_up < 1:
             raise ValueError(f"NavigatorConfig.confusion_give_up must be >= 1, got {self.confusion_give_up}")
         if not 0.0 < self.confusion_min_p <= 1.0:

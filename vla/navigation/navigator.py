@@ -114,6 +114,7 @@ class MemoryNavigator:
         self._goto_retry_at = 0  # no reachable goal near the target: when to look again
         self._given_up: list[np.ndarray] = []  # centres of objects given up (done there, episode went on)
         self._dones = (None, 0)  # (centre of the object last "done" at, times in a row)
+        self._unseen = (None, 0)  # (centre of the object last not seen from its goal cell, times in a row)
         self._explored = False  # no frontier was left at some step
         self.events: list[tuple[int, str]] = []  # (step, what happened): replans, bumps, blacklists
         if self.target_category == "":
@@ -407,10 +408,20 @@ class MemoryNavigator:
         if abs(wrap_angle(look - pose[2])) > math.radians(cfg.face_tolerance_deg):
             self._face_steps = 0
             return turn_towards(pose, look, self.limits)
-        # facing the target from the goal, and it is not in view (else we would be done): look elsewhere
+        # facing the target from the goal, and it is not in view (else we would be done): look elsewhere,
+        # or, not seen from unseen_give_up cells, it was a false detection
         self._event("target not visible from the goal: trying another cell")
         self._blacklist_goal_here(pose)
         self.goal = None
+        last, n = self._unseen
+        same = last is not None and float(np.hypot(*(last - obj.center[:2]))) < cfg.blacklist_radius_m
+        self._unseen = (obj.center[:2].copy(), n + 1 if same else 1)
+        if cfg.unseen_give_up and self._unseen[1] >= cfg.unseen_give_up:
+            self._event(f"{obj.id} not seen from {self._unseen[1]} cells facing it: giving it up")
+            self._given_up.append(obj.center[:2].copy())
+            self._unseen = (None, 0)
+            self.target = None
+            return None
         dist, parent, _ = cost_field(self.grid, pose, self.config)
         choice = self._target_goal(frame, dist)
         if choice is None:
