@@ -161,7 +161,10 @@ class MemoryNavigator:
                 self._event(f"still running {cfg.resume_after_done} steps after done: approaching closer")
                 self._approach = max(0.3, self._approach - 0.15)
                 self._blacklist_goal_here(pose)
-        if self.target is not None and target_reached(self.target, pose, frame, self.config):
+        # after a resume ("done" and the episode went on) the base must really get closer: done then needs
+        # the shrunk approach distance (+ 0.1 m), not the success radius it already met by its own estimate
+        radius = None if self._approach >= cfg.approach_m else self._approach + 0.1
+        if self.target is not None and target_reached(self.target, pose, frame, cfg, radius):
             self.phase = "done"
             self._done_steps = 0
             last, n = self._dones

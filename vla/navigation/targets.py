@@ -75,11 +75,12 @@ def target_points(obj: Any) -> np.ndarray:
     return np.array(pts)
 
 
-def target_reached(obj: Any, pose: np.ndarray, frame: Any, cfg: NavigatorConfig) -> bool:
-    """Our own success estimate: the target is in view and the base is within ``success_radius_m - 0.1``
-    of its box. In view: with the simulator's masks (the memory tracks objects by instance id), at least
-    ``min_visible_fraction`` of the pixels show it; with a detector's masks (ids local to each frame, the
-    ``realistic`` and ``harsh`` profiles), the memory matched one of this frame's segments to it."""
+def target_reached(obj: Any, pose: np.ndarray, frame: Any, cfg: NavigatorConfig, radius: float | None = None) -> bool:
+    """Our own success estimate: the target is in view and the base is within ``radius`` (default
+    ``success_radius_m - 0.1``) of its box. In view: with the simulator's masks (the memory tracks objects
+    by instance id), at least ``min_visible_fraction`` of the pixels show it; with a detector's masks (ids
+    local to each frame, the ``realistic`` and ``harsh`` profiles), the memory matched one of this frame's
+    segments to it."""
     if frame.instance is None:
         return False
     if obj.instance_id is None:
@@ -89,7 +90,7 @@ def target_reached(obj: Any, pose: np.ndarray, frame: Any, cfg: NavigatorConfig)
             cfg.min_visible_fraction
         )
     dist = float(box_distance(pose[:2], obj.center, obj.size, obj.yaw))
-    return visible and dist <= cfg.success_radius_m - 0.1
+    return visible and dist <= (cfg.success_radius_m - 0.1 if radius is None else radius)
 
 
 def approach_cell(
