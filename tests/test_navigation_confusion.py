@@ -115,67 +115,64 @@ def test_navigator_config_rejects_bad_search_settings(tmp_path):
         MemoryNavigator(confusions=str(tmp_path / "none.json"))
 
 
-def test_the_search_visits_what_the_target_is_taken_for_and_gives_up_what_it_is_not(tmp_path):
-    """In the synthetic apartment (no armchair), with a model saying an armchair is most often labelled a
-    bed, then a desk: the navigator goes to the bed, is "done" there, the episode goes on, it gives the
-    bed up and goes to the desk."""
+def _drive(nav, instruction: str, pose, steps: int, memory=None, each=None) -> list[str]:
+    """The navigator in the synthetic apartment on a kinematic disc base, from ``pose`` for up to ``steps``
+    steps; ``each(t)`` after every action (True: stop); its events."""
     from envs.base import Observation
     from spatial_memory import SpatialMemory
     from tests.test_navigation import _cam, _DiscBase, _synthetic
 
+    scene, K = _synthetic()
+    base = _DiscBase(scene)
+    nav.reset(instruction)
+    mem = memory if memory is not None else SpatialMemory()
+    pose, blocked = np.asarray(pose, dtype=np.float64), False
+    for t in range(steps):
+        frame = scene.render(_cam(*pose), K, 64, 64, step=t)
+        mem.integrate(frame)
+        obs = Observation(cameras={"ego": frame}, state=pose.copy(), instruction=instruction, step=t,
+                          sensors={"blocked": blocked})  # fmt: skip
+        a = nav.act(obs, mem)
+        if each is not None and each(t):
+            break
+        pose, blocked = base.step(pose, a)
+    return [e for _, e in nav.events]
+
+
+def test_the_search_visits_what_the_target_is_taken_for_and_gives_up_what_it_is_not(tmp_path):
+    """In the synthetic apartment (no armchair), with a model saying an armchair is most often labelled a
+    bed, then a desk: the navigator goes to the bed, is "done" there, the episode goes on, it gives the
+    bed up and goes to the desk."""
     path = ConfusionModel({"armchair": {"bed": 6, "desk": 3}, "bed": {"bed": 4}, "desk": {"desk": 7}}).save(
         tmp_path / "c.json"
     )
-    scene, K = _synthetic()
-    base = _DiscBase(scene)
     nav = MemoryNavigator(
         confusions=str(path), confusion_when="always", confusion_min_p=0.2, confusion_give_up=1, resume_after_done=2
     )
-    nav.reset("go to the armchair")
-    mem = SpatialMemory()
-    pose, blocked = np.array([7.0, 5.0, -math.pi / 2]), False
     done_at = []
-    for t in range(300):
-        frame = scene.render(_cam(*pose), K, 64, 64, step=t)
-        mem.integrate(frame)
-        obs = Observation(cameras={"ego": frame}, state=pose.copy(), instruction="go to the armchair", step=t,
-                          sensors={"blocked": blocked})  # fmt: skip
-        a = nav.act(obs, mem)
+
+    def each(t):
         if nav.phase == "done" and (not done_at or done_at[-1] != nav.target.category):
             done_at.append(nav.target.category)
-        if done_at == ["bed", "desk"]:
-            break
-        pose, blocked = base.step(pose, a)
-    events = [e for _, e in nav.events]
+        return done_at == ["bed", "desk"]
+
+    events = _drive(nav, "go to the armchair", (7.0, 5.0, -math.pi / 2), 300, each=each)
     assert done_at == ["bed", "desk"], f"done at {done_at}; events: {events[-12:]}"
     assert any("giving it up" in e for e in events)
 
 
 def test_an_object_of_the_targets_own_label_is_never_given_up(tmp_path):
     """The episode going on past "done" at the bed itself means our estimate erred: approach closer, keep it."""
-    from envs.base import Observation
-    from spatial_memory import SpatialMemory
-    from tests.test_navigation import _cam, _DiscBase, _synthetic
-
     path = ConfusionModel({"bed": {"bed": 4, "desk": 4}, "desk": {"desk": 4}}).save(tmp_path / "c.json")
-    scene, K = _synthetic()
-    base = _DiscBase(scene)
     nav = MemoryNavigator(confusions=str(path), confusion_when="always", confusion_give_up=1, resume_after_done=2)
-    nav.reset("go to the bed")
-    mem = SpatialMemory()
-    pose, blocked = np.array([7.0, 5.0, -math.pi / 2]), False
-    dones = 0
-    for t in range(200):
-        frame = scene.render(_cam(*pose), K, 64, 64, step=t)
-        mem.integrate(frame)
-        obs = Observation(cameras={"ego": frame}, state=pose.copy(), instruction="go to the bed", step=t,
-                          sensors={"blocked": blocked})  # fmt: skip
-        a = nav.act(obs, mem)
-        dones += nav.phase == "done"
+    dones = []
+
+    def each(t):
+        dones.append(nav.phase == "done")
         assert nav.target is None or nav.target.category == "bed", f"step {t}: left the bed for {nav.target.id}"
-        pose, blocked = base.step(pose, a)
-    events = [e for _, e in nav.events]
-    assert dones >= 6 and any("approaching closer" in e for e in events)
+
+    events = _drive(nav, "go to the bed", (7.0, 5.0, -math.pi / 2), 200, each=each)
+    assert sum(dones) >= 6 and any("approaching closer" in e for e in events)
     assert not any("giving it up" in e for e in events)
 
 
@@ -197,27 +194,13 @@ class _WithPhantom:
 
 @pytest.mark.parametrize("unseen_give_up", [0, 2])
 def test_a_target_never_seen_from_its_goal_cells_is_given_up(unseen_give_up):
-    from envs.base import Observation
     from spatial_memory import SpatialMemory
     from spatial_memory.objects import MemoryObject
-    from tests.test_navigation import _cam, _DiscBase, _synthetic
 
-    scene, K = _synthetic()
-    base = _DiscBase(scene)
     phantom = MemoryObject("lamp_1", "lamp", np.array([6.5, 4.0, 0.5]), np.array([0.3, 0.3, 1.0]), 0.0, 0, 0, 1, 50,
                            instance_id=999)  # fmt: skip
     nav = MemoryNavigator(unseen_give_up=unseen_give_up)
-    nav.reset("go to the lamp")
-    mem = _WithPhantom(SpatialMemory(), phantom)
-    pose, blocked = np.array([8.0, 5.0, math.pi]), False
-    for t in range(150):
-        frame = scene.render(_cam(*pose), K, 64, 64, step=t)
-        mem._m.integrate(frame)
-        obs = Observation(cameras={"ego": frame}, state=pose.copy(), instruction="go to the lamp", step=t,
-                          sensors={"blocked": blocked})  # fmt: skip
-        a = nav.act(obs, mem)
-        pose, blocked = base.step(pose, a)
-    events = [e for _, e in nav.events]
+    events = _drive(nav, "go to the lamp", (8.0, 5.0, math.pi), 150, memory=_WithPhantom(SpatialMemory(), phantom))
     assert sum("not visible from the goal" in e for e in events) >= 2, events[-10:]
     gave_up = any("giving it up" in e for e in events)
     assert gave_up == bool(unseen_give_up), events[-10:]
