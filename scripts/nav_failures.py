@@ -43,7 +43,8 @@ def _tracer():
     from vla.rollout.runtime import Subscriber
 
     class Trace(Subscriber):
-        """Per episode: the closest the base came to the target, and the steps the navigator had one."""
+        """Per episode: the target's category, the closest the base came to it, and the steps the navigator had
+        one (and which objects it drove to)."""
 
         def on_episode_start(self, episode) -> None:
             self.row = {"min_distance_m": float("inf"), "steps_with_target": 0, "first_target_step": None, "goals": {}}
@@ -52,6 +53,7 @@ def _tracer():
 
         def on_step(self, episode, action, observation, reward, info) -> None:
             row, nav = self.row, episode.agent.navigator
+            row["target"] = nav.target_category  # the category the instruction names
             d = info.get("target_distance_m")
             if d is not None:
                 row["min_distance_m"] = min(row["min_distance_m"], float(d))

@@ -56,7 +56,7 @@ class _Replay:
         self.traces, self.subscribers, self.closed = traces, [], False
 
     def run(self, task_id, trial, task):
-        nav = SimpleNamespace(target=None)
+        nav = SimpleNamespace(target=None, target_category="sofa")
         episode = SimpleNamespace(agent=SimpleNamespace(navigator=nav), step=0)
         for sub in self.subscribers:
             sub.on_episode_start(episode)
@@ -158,6 +158,7 @@ def test_a_real_runs_failure_is_replayed_and_sorted(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     (got,) = [json.loads(x) for x in (out / "nav_failures.jsonl").read_text().splitlines()]
     assert got["task"] == row["task"] and got["replay_success"] is False
+    assert got["target"] == "table lamp"  # val apartment 800000's trial 0: "go to the table lamp"
     # the kind by the rule at the default --near of 2 m, spelled out here (not classify's word for it)
     if got["steps_with_target"] == 0:
         assert got["kind"] == "never_found"
