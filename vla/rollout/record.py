@@ -186,7 +186,10 @@ _TRIAL_RE = re.compile(r"_task(\d+)_trial(\d+)\.hdf5$")
 
 
 def merge_demos(root: str | Path, task_names: dict[int, str]) -> list[Path]:
-    """Assemble ``<root>/<task name>_demo.hdf5`` per task from the per-episode files (idempotent)."""
+    """Assemble ``<root>/<task name>_demo.hdf5`` per task from the per-episode files (idempotent). A task
+    file merged after the newest of its episodes, from as many of them, is kept as it is: a rerun over
+    finished episodes (a resumed experiment's record stage) rewrites nothing, so a task file's mtime -- part
+    of the key of every memory cache built from it (:mod:`vla.data.map_input_cache`) -- stays."""
     root = Path(root)
     by_task: dict[int, list[tuple[int, Path]]] = {}
     for p in sorted((root / _EPISODE_DIR).glob("*.hdf5")):
@@ -195,12 +198,26 @@ def merge_demos(root: str | Path, task_names: dict[int, str]) -> list[Path]:
         m = _TRIAL_RE.search(p.name)
         if m:
             by_task.setdefault(int(m.group(1)), []).append((int(m.group(2)), p))
-    return [
-        merge_episode_files(
-            root / f"{task_names.get(task_id, f'task{task_id:03d}')}_demo.hdf5", [p for _, p in sorted(items)]
+    out = []
+    for task_id, items in sorted(by_task.items()):
+        path, episodes = (
+            root / f"{task_names.get(task_id, f'task{task_id:03d}')}_demo.hdf5",
+            [p for _, p in sorted(items)],
         )
-        for task_id, items in sorted(by_task.items())
-    ]
+        out.append(path if _merged(path, episodes) else merge_episode_files(path, episodes))
+    return out
+
+
+def _merged(out: Path, episodes: list[Path]) -> bool:
+    """Whether task file ``out`` was merged after the newest of ``episodes`` and holds as many demos (an
+    episode file is written once, by a rename: a new or rerun episode is newer than the merge)."""
+    if not out.exists() or out.stat().st_mtime < max(p.stat().st_mtime for p in episodes):
+        return False
+    try:
+        with h5py.File(out, "r") as f:
+            return int(f["data"].attrs.get("num_demos", -1)) == len(episodes)
+    except (OSError, KeyError):
+        return False
 
 
 def merge_episode_files(out: str | Path, episodes: list[Path], demo_attrs: list[dict[str, Any]] | None = None) -> Path:

@@ -1,0 +1,49 @@
+"""merge_demos (vla/rollout/record.py): a rerun over finished episodes leaves the task files as they are
+(their mtime keys the memory caches built from them), a new or rerun episode merges again."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import h5py
+import numpy as np
+
+from vla.rollout.record import merge_demos
+
+
+def _episode(root, trial: int, steps: int) -> None:
+    d = root / ".episodes"
+    d.mkdir(parents=True, exist_ok=True)
+    with h5py.File(d / f"suite_task000_trial{trial:03d}.hdf5", "w") as f:
+        g = f.create_group("data")
+        g.attrs["env_name"] = "test"
+        demo = g.create_group("demo_0")
+        demo.attrs["num_samples"] = steps
+        demo.create_dataset("actions", data=np.full((steps, 2), trial, np.float32))
+
+
+def _demos(path) -> list[int]:
+    with h5py.File(path, "r") as f:
+        return [int(f[f"data/demo_{i}/actions"][0, 0]) for i in range(int(f["data"].attrs["num_demos"]))]
+
+
+def test_a_rerun_over_finished_episodes_rewrites_nothing(tmp_path):
+    for trial, steps in ((0, 3), (2, 4)):
+        _episode(tmp_path, trial, steps)
+    (out,) = merge_demos(tmp_path, {0: "task"})
+    assert _demos(out) == [0, 2]
+    old = out.stat().st_mtime_ns
+    os.utime(out, ns=(old, old))
+    time.sleep(0.01)
+    assert merge_demos(tmp_path, {0: "task"}) == [out] and out.stat().st_mtime_ns == old  # kept, not rewritten
+    time.sleep(0.01)
+    _episode(tmp_path, 1, 5)  # a new episode: newer than the merge
+    merge_demos(tmp_path, {0: "task"})
+    assert _demos(out) == [0, 1, 2] and out.stat().st_mtime_ns > old
+    with h5py.File(out, "r") as f:
+        assert f["data"].attrs["total"] == 12
+    # an episode gone (as many demos no more): merged again though nothing is newer
+    (tmp_path / ".episodes" / "suite_task000_trial001.hdf5").unlink()
+    merge_demos(tmp_path, {0: "task"})
+    assert _demos(out) == [0, 2]
