@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import time
 
 import h5py
 import numpy as np
@@ -12,7 +11,7 @@ import numpy as np
 from vla.rollout.record import merge_demos
 
 
-def _episode(root, trial: int, steps: int) -> None:
+def _episode(root, trial: int, steps: int, value: int | None = None) -> None:
     d = root / ".episodes"
     d.mkdir(parents=True, exist_ok=True)
     with h5py.File(d / f"suite_task000_trial{trial:03d}.hdf5", "w") as f:
@@ -20,7 +19,7 @@ def _episode(root, trial: int, steps: int) -> None:
         g.attrs["env_name"] = "test"
         demo = g.create_group("demo_0")
         demo.attrs["num_samples"] = steps
-        demo.create_dataset("actions", data=np.full((steps, 2), trial, np.float32))
+        demo.create_dataset("actions", data=np.full((steps, 2), trial if value is None else value, np.float32))
 
 
 def _demos(path) -> list[int]:
@@ -33,17 +32,24 @@ def test_a_rerun_over_finished_episodes_rewrites_nothing(tmp_path):
         _episode(tmp_path, trial, steps)
     (out,) = merge_demos(tmp_path, {0: "task"})
     assert _demos(out) == [0, 2]
-    old = out.stat().st_mtime_ns
-    os.utime(out, ns=(old, old))
-    time.sleep(0.01)
-    assert merge_demos(tmp_path, {0: "task"}) == [out] and out.stat().st_mtime_ns == old  # kept, not rewritten
-    time.sleep(0.01)
-    _episode(tmp_path, 1, 5)  # a new episode: newer than the merge
+    t = out.stat().st_mtime_ns  # the timestamps set by hand: no reliance on the clock's granularity
+    for p in (tmp_path / ".episodes").glob("*.hdf5"):
+        os.utime(p, ns=(t - 10**9, t - 10**9))
+    assert merge_demos(tmp_path, {0: "task"}) == [out] and out.stat().st_mtime_ns == t  # kept, not rewritten
+    _episode(tmp_path, 1, 5)  # a new episode, newer than the merge
+    new = tmp_path / ".episodes" / "suite_task000_trial001.hdf5"
+    os.utime(new, ns=(t + 10**9, t + 10**9))
     merge_demos(tmp_path, {0: "task"})
-    assert _demos(out) == [0, 1, 2] and out.stat().st_mtime_ns > old
+    assert _demos(out) == [0, 1, 2]
     with h5py.File(out, "r") as f:
         assert f["data"].attrs["total"] == 12
     # an episode gone (as many demos no more): merged again though nothing is newer
-    (tmp_path / ".episodes" / "suite_task000_trial001.hdf5").unlink()
+    new.unlink()
+    os.utime(out, ns=(t + 2 * 10**9, t + 2 * 10**9))
     merge_demos(tmp_path, {0: "task"})
     assert _demos(out) == [0, 2]
+    # an episode run again (the same trial, the same count, newer): merged again
+    _episode(tmp_path, 0, 3, value=9)
+    os.utime(tmp_path / ".episodes" / "suite_task000_trial000.hdf5", ns=(t + 3 * 10**9, t + 3 * 10**9))
+    merge_demos(tmp_path, {0: "task"})
+    assert _demos(out) == [9, 2]
