@@ -59,8 +59,9 @@ def stream_labels(pairs: Iterable[tuple[object, object]], min_overlap: float = 0
     cats: dict[int, str] = {}
     votes: dict[int, Counter] = {}
     for raw, seen in pairs:
+        present = set(np.unique(raw.instance).tolist()) if raw.instance is not None else set()
         for i, c in (raw.labels or {}).items():
-            if i > 0 and raw.instance is not None and np.any(raw.instance == i):
+            if i > 0 and i in present:
                 cats.setdefault(int(i), str(c))
         for t, label in segment_matches(raw, seen, min_overlap):
             votes.setdefault(t, Counter())[label] += 1

@@ -167,9 +167,7 @@ class MemoryNavigator:
         if self.target is not None and target_reached(self.target, pose, frame, cfg, radius):
             self.phase = "done"
             self._done_steps = 0
-            last, n = self._dones
-            same = last is not None and float(np.hypot(*(last - self.target.center[:2]))) < cfg.blacklist_radius_m
-            self._dones = (self.target.center[:2].copy(), n + 1 if same else 1)
+            self._dones = self._streak(self._dones, self.target)
             self._event("target visible and within reach: done")
             return np.zeros(3)
         if self.target is None and self._turns_left > 0:
@@ -271,13 +269,24 @@ class MemoryNavigator:
         own = obj is not None and normalise_category(obj.category) == self.target_category
         if obj is None or own or self._dones[1] < cfg.confusion_give_up:
             return False
-        self._event(f"done {self._dones[1]} times at {obj.id} and the episode went on: giving it up")
-        self._given_up.append(obj.center[:2].copy())
-        self._dones = (None, 0)
+        self._drop(obj, f"done {self._dones[1]} times at {obj.id} and the episode went on: giving it up")
         self._approach = cfg.approach_m
-        self.target = None
         self.phase = "explore"
         return True
+
+    def _streak(self, last: tuple, obj: Any) -> tuple:
+        """``(centre, times in a row)`` after one more time at ``obj``: counted on while it is the object
+        of ``last`` (its centre within ``blacklist_radius_m``), else from 1."""
+        centre, n = last
+        same = centre is not None and float(np.hypot(*(centre - obj.center[:2]))) < self.config.blacklist_radius_m
+        return obj.center[:2].copy(), n + 1 if same else 1
+
+    def _drop(self, obj: Any, why: str) -> None:
+        """Give ``obj`` up (left out of the search until the blacklists are cleared)."""
+        self._event(why)
+        self._given_up.append(obj.center[:2].copy())
+        self._dones = self._unseen = (None, 0)
+        self.target = None
 
     # ---------------------------------------------------------------------------- planning helpers
     def _set_path(self, goal: _Goal, parent: np.ndarray, cell: tuple[int, int]) -> None:
@@ -416,14 +425,9 @@ class MemoryNavigator:
         self._event("target not visible from the goal: trying another cell")
         self._blacklist_goal_here(pose)
         self.goal = None
-        last, n = self._unseen
-        same = last is not None and float(np.hypot(*(last - obj.center[:2]))) < cfg.blacklist_radius_m
-        self._unseen = (obj.center[:2].copy(), n + 1 if same else 1)
+        self._unseen = self._streak(self._unseen, obj)
         if cfg.unseen_give_up and self._unseen[1] >= cfg.unseen_give_up:
-            self._event(f"{obj.id} not seen from {self._unseen[1]} cells facing it: giving it up")
-            self._given_up.append(obj.center[:2].copy())
-            self._unseen = (None, 0)
-            self.target = None
+            self._drop(obj, f"{obj.id} not seen from {self._unseen[1]} cells facing it: giving it up")
             return None
         dist, parent, _ = cost_field(self.grid, pose, self.config)
         choice = self._target_goal(frame, dist)
