@@ -57,6 +57,13 @@ class DriftConfig:
     min_sigma_m: float = 0.03  # a cell's distribution is at least this wide
     cauchy_m: float = 0.06  # robust kernel scale (Mahalanobis, in metres of a min_sigma-wide cell)
     depth_sigma: tuple[float, float] = (0.0, 0.0)  # the sensor's depth noise sigma(z) = a + b z^2 (weights)
+    # re-localisation against the map (a wide search, every n-th frame; 0 = off): see DriftCorrector._relocalise
+    reloc_every: int = 0
+    reloc_yaw_deg: float = 6.0
+    reloc_xy_m: float = 0.3
+    reloc_starts: int = 3  # yaw starts on each side of zero
+    reloc_gain: float = 0.1  # relative gain in points explained before the pose jumps
+    reloc_below: float = 1.0  # ... tried only when the ordinary fit's inliers are below this share of its matches
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -100,25 +107,26 @@ class DriftCorrector:
             band = (p_world[:, 2] >= cfg.z_band[0]) & (p_world[:, 2] <= cfg.z_band[1])
             xy, wb = np.ascontiguousarray(p_world[band, :2]), w[band]
             if len(xy) >= cfg.min_points:
+                centre = T_pred[:2, 3].copy()
+                ok, par = _cell_params(self.stats, self.origin, cfg.cell, cfg.min_cell_weight, cfg.min_sigma_m**2)
+                cauchy2 = cfg.cauchy_m**2 / cfg.min_sigma_m**2
                 delta, matched, info, inliers = _register(
-                    xy,
-                    wb,
-                    T_pred[:2, 3].copy(),
-                    self.stats,
-                    self.origin,
-                    cfg.cell,
-                    cfg.min_cell_weight,
-                    cfg.min_sigma_m**2,
-                    cfg.cauchy_m**2 / cfg.min_sigma_m**2,
-                    cfg.point_inflation,
-                    np.linalg.inv(self.P),
-                    cfg.iterations,
-                )
+                    xy, wb, centre, ok, par, self.origin, cfg.cell, cauchy2, cfg.point_inflation,
+                    np.linalg.inv(self.P), cfg.iterations, np.zeros(3),
+                )  # fmt: skip
                 self.last = {"points": len(xy), "matched": int(matched), "inliers": int(inliers)}
                 # accept a fit that explains most of what it matched and agrees with the odometry's own spread
                 # (Mahalanobis distance of the correction under the predicted covariance)
                 gate = float(delta @ np.linalg.solve(self.P, delta))
-                if matched >= cfg.min_points and inliers >= cfg.min_inliers * matched and gate <= cfg.gate_chi2:
+                accepted = matched >= cfg.min_points and inliers >= cfg.min_inliers * matched and gate <= cfg.gate_chi2
+                if not accepted:
+                    delta = np.zeros(3)
+                poor = not accepted or inliers < cfg.reloc_below * matched
+                if cfg.reloc_every and self.n_frames % cfg.reloc_every == 0 and poor:
+                    jump = self._relocalise(xy, wb, centre, ok, par, delta)
+                    if jump is not None:
+                        delta, info, accepted = jump, np.zeros((3, 3)), True
+                if accepted:
                     c = T_pred[:2, 3]
                     R = rot_z(delta[2])
                     t = c + delta[:2] - R[:2, :2] @ c  # rotation about the camera, then the shift
@@ -149,6 +157,37 @@ class DriftCorrector:
             syaw = np.radians(cfg.odom_sigma_deg) + cfg.odom_scale_yaw * turn
             self.P = self.P + np.diag([sxy**2, sxy**2, syaw**2])
         self._last_odom = T_odom_cam.copy()
+
+    def _relocalise(self, xy, w, centre, ok, par, delta) -> np.ndarray | None:
+        """A wide search against the map for the frame's pose (re-localisation): the registration run again
+        from yaw offsets up to +-``reloc_yaw_deg`` under a weak prior (``reloc_xy_m``, ``reloc_yaw_deg``
+        as standard deviations); the best fit by the Cauchy-weighted share of points explained replaces
+        ``delta`` (the ordinary correction, zero if it was refused) when it explains ``reloc_gain`` more
+        of them and moves the pose by more than the ordinary fit's own noise. None when it does not."""
+        cfg = self.cfg
+        cauchy2 = cfg.cauchy_m**2 / cfg.min_sigma_m**2
+        base = _score(xy, w, centre, ok, par, self.origin, cfg.cell, cauchy2, delta[0], delta[1], delta[2])
+        sy = np.radians(cfg.reloc_yaw_deg)
+        prior = np.diag([1.0 / cfg.reloc_xy_m**2, 1.0 / cfg.reloc_xy_m**2, 1.0 / sy**2])
+        best, best_score = None, base
+        n = max(1, int(cfg.reloc_starts))
+        for yaw in np.linspace(-sy, sy, 2 * n + 1):
+            x, matched, _, _ = _register(
+                xy, w, centre, ok, par, self.origin, cfg.cell, cauchy2, cfg.point_inflation, prior,
+                cfg.iterations, np.array([0.0, 0.0, yaw]),
+            )  # fmt: skip
+            if matched < cfg.min_points or abs(x[2]) > sy or np.hypot(x[0], x[1]) > 2 * cfg.reloc_xy_m:
+                continue
+            sc = _score(xy, w, centre, ok, par, self.origin, cfg.cell, cauchy2, x[0], x[1], x[2])
+            if sc > best_score:
+                best, best_score = x, sc
+        self.last["reloc_gain"] = float(best_score / max(base, 1e-9) - 1.0)
+        if best is None or best_score < (1.0 + cfg.reloc_gain) * base:
+            return None
+        if np.hypot(*(best[:2] - delta[:2])) < 0.02 and abs(best[2] - delta[2]) < np.radians(0.5):
+            return None
+        self.last["reloc"] = True
+        return best
 
     def _points(self, depth: np.ndarray, K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Camera-frame points of a strided pixel subset (valid, within range) and their weights."""
@@ -355,16 +394,41 @@ def _normal_equations(xy, w, centre, ok, par, origin, cell, cauchy2, inflation, 
 
 
 @njit(cache=True)
-def _register(xy, w, centre, stats, origin, cell, min_weight, min_var, cauchy2, inflation, prior_info, iterations):
-    """Levenberg-Marquardt for (tx, ty, yaw): rotation of the points about ``centre`` by yaw, then the
-    shift, minimising the robust (Cauchy) Mahalanobis distances of the points to their cells'
-    distributions (both grids) plus the prior ``prior_info`` (3x3 information of the correction).
-    A step is taken only when it lowers the cost. Returns (delta, points matched, data information,
-    points within 3 sigma of their cell's distribution)."""
-    x = np.zeros(3)
-    ok, par = _cell_params(stats, origin, cell, min_weight, min_var)
+def _score(xy, w, centre, ok, par, origin, cell, cauchy2, dx, dy, th):
+    """How much of the frame the map explains at the correction (dx, dy, th): the sum over points of
+    their weight times their Cauchy weight at the better of their two cells (1 on a cell's mean, 0 off
+    the map), bounded, unlike the robust cost, by the points there are."""
+    G, H, W = ok.shape
+    ct, st = np.cos(th), np.sin(th)
+    total = 0.0
+    for i in range(xy.shape[0]):
+        px, py = xy[i, 0] - centre[0], xy[i, 1] - centre[1]
+        qx = ct * px - st * py + centre[0] + dx
+        qy = st * px + ct * py + centre[1] + dy
+        best = 0.0
+        for g in range(G):
+            r, c = _cell_of(qx, qy, origin, cell, g)
+            if r < 0 or r >= H or c < 0 or c >= W or not ok[g, r, c]:
+                continue
+            ex = qx - par[g, r, c, 0]
+            ey = qy - par[g, r, c, 1]
+            m2 = ex * (par[g, r, c, 2] * ex + par[g, r, c, 3] * ey) + ey * (par[g, r, c, 3] * ex + par[g, r, c, 4] * ey)
+            best = max(best, 1.0 / (1.0 + m2 / cauchy2))
+        total += w[i] * best
+    return total
+
+
+@njit(cache=True)
+def _register(xy, w, centre, ok, par, origin, cell, cauchy2, inflation, prior_info, iterations, x0):
+    """Levenberg-Marquardt for (tx, ty, yaw) from ``x0``: rotation of the points about ``centre`` by
+    yaw, then the shift, minimising the robust (Cauchy) Mahalanobis distances of the points to their
+    cells' distributions (both grids, from :func:`_cell_params`) plus the prior ``prior_info`` (3x3
+    information of the correction, centred on no correction). A step is taken only when it lowers the
+    cost. Returns (delta, points matched, data information, points within 3 sigma of their cell's
+    distribution)."""
+    x = x0.copy()
     A, b, cost, matched, inliers = _normal_equations(
-        xy, w, centre, ok, par, origin, cell, cauchy2, inflation, 0.0, 0.0, 0.0
+        xy, w, centre, ok, par, origin, cell, cauchy2, inflation, x[0], x[1], x[2]
     )
     lam = 1e-3
     for it in range(iterations):

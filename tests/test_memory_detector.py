@@ -10,7 +10,7 @@ import pytest
 
 from spatial_memory import MemoryConfig, SpatialMemory
 from spatial_memory.drift import DriftConfig
-from spatial_memory.geometry import camera_yaw, pose_from_xy_yaw, wrap_deg
+from spatial_memory.geometry import camera_yaw, pose_from_xy_yaw, rot_z, wrap_deg
 from spatial_memory.perception import CategoryModel, OdometryModel, PerceptionProfile
 from spatial_memory.profiles import PROFILES
 from spatial_memory.synthetic import apartment_scene, default_camera
@@ -77,6 +77,30 @@ def test_drift_correction_leaves_exact_odometry_alone(world):
     # an odometry pose maps into the memory's frame through the correction of its step
     T, steps = mem.trajectory()
     assert np.allclose(mem.to_memory_frame(frames[10].T_world_cam, int(steps[10])), T[10], atol=1e-9)
+
+
+def test_relocalisation_takes_back_a_heading_jump_the_ordinary_correction_refuses(world):
+    """After a look-around fused at exact poses, the odometry jumps by 4 degrees (a wheel slip in a turn):
+    beyond the ordinary correction's prior, which keeps the wrong heading; the wide search against the
+    map (``reloc_every``) finds it again."""
+    _, frames = world
+    jump = rot_z(np.radians(4.0))  # about the vertical
+
+    def run(cfg: DriftConfig) -> float:
+        mem = SpatialMemory(config=MemoryConfig(drift=cfg))
+        for f in frames[:12]:  # the full turn at the first waypoint, exact
+            mem.integrate(f)
+        for f in frames[12:16]:  # the first leg, its odometry rotated about the camera by 4 degrees
+            c = f.T_world_cam[:3, 3]
+            T = f.T_world_cam.copy()
+            T[:3, :3] = jump @ T[:3, :3]
+            T[:3, 3] = c
+            mem.integrate(replace(f, T_world_cam=T))
+        T, _ = mem.trajectory()
+        return abs(wrap_deg(np.degrees(camera_yaw(T[15]) - camera_yaw(frames[15].T_world_cam))))
+
+    assert run(DRIFT) > 2.0  # the ordinary correction stays near the odometry
+    assert run(replace(DRIFT, reloc_every=1)) < 1.0
 
 
 def test_pose_uncertainty_reports_the_drift_correction(world):
