@@ -56,18 +56,12 @@ def memory_config(profile: str, overrides: dict):
 def scene(seed: int, profile: str, overrides: dict, stride: int = 2) -> dict:
     import numpy as np
 
-    from envs.house.config import HouseConfig
-    from envs.house.env import HouseEnv
+    from envs.house.env import exploration_frames
     from envs.perception import categories
     from spatial_memory import SpatialMemory
     from spatial_memory.profiles import PROFILES
 
-    env = HouseEnv(HouseConfig(seed=seed))
-    try:
-        env.reset(options={"trial": 0})
-        frames = env.route_frames(env.exploration_route(), stride=stride)
-    finally:
-        env.close()
+    frames = exploration_frames(seed, stride)
     name = f"house/val/{seed}"
     stream = PROFILES[profile].stream((name, "stream", "route"), categories("house"), scene=name)
     mem = SpatialMemory(config=memory_config(profile, overrides))

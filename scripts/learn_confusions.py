@@ -27,18 +27,12 @@ sys.path.insert(0, str(ROOT))
 
 def apartment_rows(seed: int, split: str, task_id: int, profile: str, pseeds: list[int], stride: int) -> list[dict]:
     """One row per perception seed: the apartment's instances and the label each ended up with."""
-    from envs.house.config import HouseConfig
-    from envs.house.env import HouseEnv
+    from envs.house.env import exploration_frames
     from envs.perception import categories
     from spatial_memory.profiles import profile as make_profile
     from vla.navigation.confusion import stream_labels
 
-    env = HouseEnv(HouseConfig(seed=seed))
-    try:
-        env.reset(options={"trial": 0})
-        frames = env.route_frames(env.exploration_route(), stride=stride)
-    finally:
-        env.close()
+    frames = exploration_frames(seed, stride)
     scene = (f"house/{split}", task_id)
     rows = []
     for s in pseeds:

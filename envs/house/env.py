@@ -119,3 +119,14 @@ class HouseEnv(GroundNavEnv):
         self, route: ExplorationRoute, num: int, length: int = 16, min_travel_m: float = 1.5, seed: int = 0
     ) -> list[Clip]:
         return sample_clips(route, num, length, min_travel_m, seed)
+
+
+def exploration_frames(seed: int, stride: int = 1) -> list[CameraFrame]:
+    """Ego frames every ``stride``-th pose along the exploration route of the apartment ``seed``, from its
+    first trial's start, in that episode's odometry frame (the benchmarks' and analyses' material)."""
+    env = HouseEnv(HouseConfig(seed=seed))
+    try:
+        env.reset(options={"trial": 0})
+        return env.route_frames(env.exploration_route(), stride=stride)
+    finally:
+        env.close()
