@@ -65,6 +65,12 @@ class DriftConfig:
     reloc_gain: float = 0.1  # relative gain in points explained before the pose jumps
     reloc_below: float = 1.0  # ... tried only when the ordinary fit's inliers are below this share of its matches
 
+    def __post_init__(self) -> None:
+        if self.reloc_every < 0 or self.reloc_starts < 1 or self.reloc_gain < 0:
+            raise ValueError("DriftConfig needs reloc_every >= 0 (0 = off), reloc_starts >= 1 and reloc_gain >= 0")
+        if not (self.reloc_yaw_deg > 0 and self.reloc_xy_m > 0 and 0 < self.reloc_below <= 1):
+            raise ValueError("DriftConfig needs reloc_yaw_deg > 0, reloc_xy_m > 0 and 0 < reloc_below <= 1")
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["z_band"], d["depth_sigma"] = list(self.z_band), list(self.depth_sigma)

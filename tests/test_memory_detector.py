@@ -101,6 +101,9 @@ def test_relocalisation_takes_back_a_heading_jump_the_ordinary_correction_refuse
 
     assert run(DRIFT) > 2.0  # the ordinary correction stays near the odometry
     assert run(replace(DRIFT, reloc_every=1)) < 1.0
+    for bad in ({"reloc_xy_m": 0.0}, {"reloc_below": 1.5}, {"reloc_every": -1}, {"reloc_starts": 0}):
+        with pytest.raises(ValueError, match="DriftConfig needs"):
+            replace(DRIFT, **bad)
 
 
 def test_pose_uncertainty_reports_the_drift_correction(world):
