@@ -33,12 +33,11 @@ def pose_errors(T_est, T_true):
     """(metres, degrees) per pose: horizontal distance and absolute heading difference."""
     import numpy as np
 
+    from spatial_memory.geometry import camera_yaw, wrap_deg
+
     d = np.hypot(*(T_est[:, :2, 3] - T_true[:, :2, 3]).T)
-    # heading of the camera's forward axis (z) in the floor plane
-    h_est = np.arctan2(T_est[:, 1, 2], T_est[:, 0, 2])
-    h_true = np.arctan2(T_true[:, 1, 2], T_true[:, 0, 2])
-    dyaw = np.degrees(np.abs((h_est - h_true + np.pi) % (2 * np.pi) - np.pi))
-    return d, dyaw
+    dyaw = [abs(wrap_deg(np.degrees(camera_yaw(a) - camera_yaw(b)))) for a, b in zip(T_est, T_true)]
+    return d, np.array(dyaw)
 
 
 def memory_config(profile: str, overrides: dict):
