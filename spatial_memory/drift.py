@@ -129,7 +129,7 @@ class DriftCorrector:
                     delta = np.zeros(3)
                 poor = not accepted or inliers < cfg.reloc_below * matched
                 if cfg.reloc_every and self.n_frames % cfg.reloc_every == 0 and poor:
-                    jump = self._relocalise(xy, wb, centre, ok, par, delta)
+                    jump = self._relocalise(xy, wb, centre, ok, par, cauchy2, delta)
                     if jump is not None:
                         delta, info, accepted = jump, np.zeros((3, 3)), True
                 if accepted:
@@ -164,14 +164,13 @@ class DriftCorrector:
             self.P = self.P + np.diag([sxy**2, sxy**2, syaw**2])
         self._last_odom = T_odom_cam.copy()
 
-    def _relocalise(self, xy, w, centre, ok, par, delta) -> np.ndarray | None:
+    def _relocalise(self, xy, w, centre, ok, par, cauchy2, delta) -> np.ndarray | None:
         """A wide search against the map for the frame's pose (re-localisation): the registration run again
         from yaw offsets up to +-``reloc_yaw_deg`` under a weak prior (``reloc_xy_m``, ``reloc_yaw_deg``
         as standard deviations); the best fit by the Cauchy-weighted share of points explained replaces
         ``delta`` (the ordinary correction, zero if it was refused) when it explains ``reloc_gain`` more
         of them and moves the pose by more than the ordinary fit's own noise. None when it does not."""
         cfg = self.cfg
-        cauchy2 = cfg.cauchy_m**2 / cfg.min_sigma_m**2
         base = _score(xy, w, centre, ok, par, self.origin, cfg.cell, cauchy2, delta[0], delta[1], delta[2])
         sy = np.radians(cfg.reloc_yaw_deg)
         prior = np.diag([1.0 / cfg.reloc_xy_m**2, 1.0 / cfg.reloc_xy_m**2, 1.0 / sy**2])
