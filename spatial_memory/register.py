@@ -11,17 +11,20 @@ similarity from odometry xy to pixels (u right, v down):
 (th: rotation of the odometry frame in the image's north-up frame, counter-clockwise; s: pixels per
 metre; the minus sign is the image's downward v).
 
-1. **Features.** The image: the boundary pixels of its dark structure (medium, hard: walls, and object
-   footprints on medium; overlays in colour are ignored) or of its colour regions (easy: colour
-   edges). The memory: the same kind of map of its own, drawn by :meth:`SpatialMemory.layers` on a
-   north-up frame of the odometry frame (walls = seen wall surfaces, object box outlines; easy: the
-   colour edges of the top-surface image), as metric points.
+1. **Features** (:mod:`.register_features`). The image: the boundary pixels of its dark structure
+   (medium, hard: walls, and object footprints on medium; overlays in colour are ignored) or of its
+   colour regions (easy: colour edges). The memory: the same kind of map of its own, drawn by
+   :meth:`SpatialMemory.layers` on a north-up frame of the odometry frame (walls = seen wall surfaces,
+   object box outlines; easy: the colour edges of the top-surface image, and the colours seen at every
+   observed place), as metric points.
 2. **Rotation candidates.** Histograms of edge orientations (mod 180 degrees, weighted by gradient
    strength) of both, circularly cross-correlated: each peak is a rotation modulo 180 degrees; both
    senses are tried (and a full sweep when the histograms are flat).
 3. **Scale** from the extents: the image shows the whole apartment, so for a rotation the ratio of
    the image's structure bounding box to the memory's rotated bounding box gives the scale; a band
-   of +-10 % around it is searched.
+   of +-10 % around it is searched. When that finds no confident fit (a memory of part of the scene),
+   an open range is searched too: every scale from 30 % of the largest at which the memory still fits
+   inside the image's structure up to it (``wide_levels``).
 4. **Translation** by FFT cross-correlation of the blurred features at a quarter of the resolution,
    for every (rotation, scale); the best few (rotation, scale, translation) go on.
 5. **Refinement.** Iterative closest points with a 4-DoF similarity (Umeyama) from the memory's
@@ -30,8 +33,11 @@ metre; the minus sign is the image's downward v).
 6. **Score.** Forward inliers (memory points within ~2 px of an image edge) times coverage (image edge
    pixels within ~3 px of a memory point), square-rooted; the confidence tempers it by the margin over
    the best different solution (a symmetric apartment gives two nearly equal solutions: low
-   confidence). An image of another scene scores low; comparing scores across candidate images is how
-   an agent answers "which map is this scene".
+   confidence). On a map drawn in the scene's colours (easy) the score is also multiplied by the share
+   of the memory's observed places whose colour agrees with the image's there, in chromaticity (brightness
+   set aside: the render is lit from above): a fit at a wrong scale or place lines up some colour edges
+   but puts the memory's floors on floors of other colours. An image of another scene scores low;
+   comparing scores across candidate images is how an agent answers "which map is this scene".
 """
 
 from __future__ import annotations
@@ -46,32 +52,9 @@ from scipy import ndimage
 from ._register_kernels import near_sq_distance, refine_similarity
 from .geometry import camera_yaw, wrap_angle, wrap_deg
 from .maps import MapConfig
+from .register_config import RegisterConfig
+from .register_features import chromaticity, image_features, memory_side, orientation_histogram
 from .topdown import LEVELS, TopDownFrame
-
-
-@dataclass(frozen=True)
-class RegisterConfig:
-    """Knobs of :func:`register_topdown`."""
-
-    memory_mpp: float = 0.05  # resolution of the memory's own map (metres per pixel)
-    dark_threshold: int = 100  # medium/hard: a pixel is structure when all its channels are below this
-    coarse: int = 4  # downsampling of the translation search
-    scale_band: float = 0.10  # +- relative scale searched around the extent-based estimate
-    scale_step: float = 0.02
-    wide_scale: float = (
-        0.3  # the wide scale search (partial memories) goes down to this fraction of the largest fitting scale
-    )
-    wide_levels: tuple[str, ...] = (
-        "medium",
-        "hard",
-    )  # easy: colour edges are too dense for an open scale search (spurious fits on other scenes' maps)
-    score_floor: float = 0.35  # score at which the confidence starts rising from 0
-    rotation_peaks: int = 4  # orientation-histogram peaks tried (each in both senses)
-    sweep_step_deg: float = 3.0  # full rotation sweep when the histograms are flat
-    candidates: int = 6  # coarse solutions refined
-    icp_iterations: int = 30
-    polish_scales: tuple[float, ...] = (-0.015, -0.0075, 0.0075, 0.015)  # relative scales tried around the winner
-    min_confidence: float = 0.4  # TopDownRegistration.ok threshold
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,7 +66,9 @@ class TopDownRegistration:
     score: sqrt(forward inliers x coverage) of the final fit, in [0, 1]. confidence: score tempered
     by the margin over the best different solution. inliers: fraction of the memory's map points
     within ~2 px of the image's structure; coverage: fraction of the image's structure within ~3 px
-    of the memory's. ok: ``confidence >= min_confidence``.
+    of the memory's. colour (maps drawn in the scene's colours; NaN otherwise): share of the memory's
+    observed places that have the image's chromaticity there; the score is multiplied by it and the
+    confidence gated by it. ok: ``confidence >= min_confidence``.
     """
 
     scale: float
@@ -101,6 +86,7 @@ class TopDownRegistration:
     seconds: float = 0.0
     reason: str = ""
     alternatives: tuple = field(default=(), repr=False)  # (scale, theta, t, score) of runners-up
+    colour: float = float("nan")  # share of the memory's observed places whose colour agrees (levels in colour)
 
     @property
     def metres_per_pixel(self) -> float:
@@ -171,114 +157,6 @@ def _matrix(s: float, th: float, t: np.ndarray) -> np.ndarray:
 
 
 # ================================================================================ features
-def _boundary(mask: np.ndarray) -> np.ndarray:
-    """Pixels of ``mask`` with a 4-neighbour outside it."""
-    if not mask.any():
-        return mask.copy()
-    return mask & ~ndimage.binary_erosion(mask, border_value=0)
-
-
-def _colour_edges(rgb: np.ndarray, valid: np.ndarray | None = None, rel: float = 0.15) -> np.ndarray:
-    """Pixels where the colour changes (sum of channel Sobel magnitudes above a threshold relative to
-    the strong edges), thinned to one side by non-maximum suppression along the gradient."""
-    img = ndimage.gaussian_filter(rgb.astype(np.float32), sigma=(0.7, 0.7, 0))
-    gx = sum(ndimage.sobel(img[..., c], axis=1) for c in range(3))
-    gy = sum(ndimage.sobel(img[..., c], axis=0) for c in range(3))
-    mag = np.hypot(gx, gy)
-    if valid is not None:
-        mag[~valid] = 0.0
-    strong = np.percentile(mag[mag > 0], 99) if (mag > 0).any() else 0.0
-    if strong <= 0:
-        return np.zeros(mag.shape, dtype=bool)
-    return mag > rel * strong
-
-
-def image_features(image: np.ndarray, level: str, cfg: RegisterConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(edge mask, structure mask) of a given top-down image (see module doc)."""
-    if level == "easy":
-        background = np.all(image >= 245, axis=-1)
-        edges = _colour_edges(image)
-        structure = ~background
-    else:
-        structure = np.all(image < cfg.dark_threshold, axis=-1)
-        edges = _boundary(structure)
-    return edges, structure
-
-
-def memory_features(
-    mem, level: str, cfg: RegisterConfig, map_config: MapConfig | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """(edge points Nx2, seen points Mx2) of the memory's own map of ``level``, memory-frame metres:
-    the edges to match and the map pixels where the memory observed anything (floor included)."""
-    frame = _memory_frame(mem, cfg.memory_mpp)
-    lay = mem.layers(frame, map_config)
-    seen = np.isfinite(lay.top_z)
-    if level == "easy":
-        # small unseen holes (sparse views) would each draw an edge ring: fill them from the nearest seen pixel
-        filled = ndimage.binary_closing(seen, iterations=2, border_value=0) | seen
-        _, (nr, nc) = ndimage.distance_transform_edt(~seen, return_indices=True)
-        colour = lay.colour[nr, nc]
-        colour[~filled] = 255
-        edges = _colour_edges(colour, valid=None) & ndimage.binary_dilation(filled)
-        seen = filled
-    else:
-        # walls are seen surfaces (already a boundary); object footprints are filled: keep their outline
-        edges = lay.walls | (_boundary(lay.objects) if level == "medium" else False)
-    return _pixel_points(frame, edges), _pixel_points(frame, seen)
-
-
-def _memory_side(
-    mem, level: str, cfg: RegisterConfig, map_config: MapConfig | None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(edge points, seen points, orientation histogram of the edges) of the memory's map of ``level``:
-    what registration needs of the memory, whatever the image. Kept by the memory until its contents
-    change (:meth:`SpatialMemory.derived`), so the images of one memory (a question's four candidate
-    maps, every question of a scene) reuse it."""
-
-    def build() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        pts, seen_pts = memory_features(mem, level, cfg, map_config)
-        mframe = _memory_frame(mem, cfg.memory_mpp)
-        mem_mask = np.zeros((mframe.height, mframe.width), dtype=bool)
-        uv = mframe.world_to_pixel(pts).astype(np.int64)
-        mem_mask[np.clip(uv[:, 1], 0, mframe.height - 1), np.clip(uv[:, 0], 0, mframe.width - 1)] = True
-        return pts, seen_pts, _orientation_histogram(mem_mask)
-
-    return mem.derived(("register", level, cfg, map_config), build)
-
-
-def _memory_frame(mem, mpp: float) -> TopDownFrame:
-    b = mem.default_frame(margin=0.5)
-    x0, y0, x1, y1 = b.xmin, b.ymin, b.xmax, b.ymax
-    w = int(np.ceil((x1 - x0) / mpp))
-    h = int(np.ceil((y1 - y0) / mpp))
-    return TopDownFrame(x0, y0, x0 + w * mpp, y0 + h * mpp, w, h)
-
-
-def _pixel_points(frame: TopDownFrame, mask: np.ndarray) -> np.ndarray:
-    r, c = np.nonzero(mask)
-    return frame.pixel_to_world(np.stack([c + 0.5, r + 0.5], axis=-1).astype(np.float64)).reshape(-1, 2)
-
-
-# ================================================================================ search
-def _orientation_histogram(mask: np.ndarray, bins: int = 180) -> np.ndarray:
-    """Histogram of local line orientations (degrees mod 180, metric frame: y up), from the structure
-    tensor integrated over ~4 px (a rasterised line at a small angle is a staircase: raw gradients would
-    see its steps, the tensor sees the line), weighted by strength x coherence."""
-    f = ndimage.gaussian_filter(mask.astype(np.float32), 1.0)
-    gu, gv = ndimage.sobel(f, axis=1), -ndimage.sobel(f, axis=0)  # metric y up
-    juu = ndimage.gaussian_filter(gu * gu, 4.0)
-    jvv = ndimage.gaussian_filter(gv * gv, 4.0)
-    juv = ndimage.gaussian_filter(gu * gv, 4.0)
-    tr = juu + jvv
-    if tr.max() <= 0:
-        return np.zeros(bins)
-    diff = np.hypot(juu - jvv, 2 * juv)  # = tr * coherence
-    sel = tr > 0.05 * tr.max()
-    ang = np.degrees(0.5 * np.arctan2(2 * juv[sel], juu[sel] - jvv[sel])) % 180.0  # dominant gradient direction
-    h, _ = np.histogram(ang, bins=bins, range=(0, 180), weights=diff[sel])
-    return ndimage.gaussian_filter1d(h.astype(np.float64), 1.0, mode="wrap")
-
-
 def _rotation_candidates(hi: np.ndarray, hm: np.ndarray, cfg: RegisterConfig) -> list[float]:
     """Rotations (radians) memory -> image worth trying, from the image's and the memory's
     orientation histograms (:func:`_orientation_histogram`)."""
@@ -329,6 +207,7 @@ class _Target:
     fft_shape: tuple[int, int]
     extent: tuple[np.ndarray, np.ndarray]
     chance: float  # the forward inlier score of points thrown at random on the image's structure
+    chroma: np.ndarray | None = None  # HxWx3 chromaticity of the image's structure (levels in colour), NaN elsewhere
 
 
 def _target(image: np.ndarray, level: str, cfg: RegisterConfig) -> _Target | None:
@@ -348,7 +227,11 @@ def _target(image: np.ndarray, level: str, cfg: RegisterConfig) -> _Target | Non
     ext = _mask_extent(structure)
     inside = ndimage.binary_fill_holes(structure) if level != "easy" else structure
     chance = float(np.clip(1.0 - (dt[inside] / 3.0) ** 2, 0.0, 1.0).mean()) if inside.any() else 0.0
-    return _Target(edges, structure, dt, near, sfft.rfft2(coarse, s=fs), (ch, cw), fs, ext, min(chance, 0.9))
+    chroma = None
+    if level in cfg.colour_levels:
+        chroma = chromaticity(image)
+        chroma[~structure] = np.nan
+    return _Target(edges, structure, dt, near, sfft.rfft2(coarse, s=fs), (ch, cw), fs, ext, min(chance, 0.9), chroma)
 
 
 def _coarse_search(
@@ -418,8 +301,15 @@ def _refine(
 
 
 def _score(
-    tg: _Target, pts: np.ndarray, seen_pts: np.ndarray, s: float, th: float, t: np.ndarray, cfg: RegisterConfig
-) -> tuple[float, float, float]:
+    tg: _Target,
+    pts: np.ndarray,
+    seen_pts: np.ndarray,
+    s: float,
+    th: float,
+    t: np.ndarray,
+    cfg: RegisterConfig,
+    seen_chroma: np.ndarray | None = None,
+) -> tuple[float, float, float, float]:
     """(score, forward inliers, coverage) of a solution. Coverage counts only the image's edges inside
     the area the memory observed (projected), so a memory of part of the scene is not penalised for
     the rest, while a wrong fit is, for the structure it should have seen there."""
@@ -437,7 +327,7 @@ def _score(
     fwd = float(np.mean(np.clip(1.0 - (d / 3.0) ** 2, 0.0, 1.0))) if len(d) else 0.0
     fwd = (fwd - tg.chance) / (1.0 - tg.chance)  # above what points thrown on the image's structure would score
     if not inside.any():
-        return 0.0, fwd, 0.0
+        return 0.0, fwd, 0.0, np.nan
     su, sv, sin_ = project(seen_pts)
     grow = int(np.ceil(s * cfg.memory_mpp)) + 2
     # everything below happens inside the box of the projected points, grown by the dilation: the
@@ -454,13 +344,32 @@ def _score(
     area = _grown(area, grow) | proj
     wanted = tg.edges[r0:r1, c0:c1] & area
     if wanted.sum() < 10:
-        return 0.0, fwd, 0.0
+        return 0.0, fwd, 0.0, np.nan
     # the distance to the nearest projected pixel matters below 4 px only (the weight vanishes there)
     dm = np.sqrt(near_sq_distance(proj, 4).astype(np.float64))
     near = np.clip(1.0 - (dm / 4.0) ** 2, 0.0, 1.0)
     chance = float(near[area].mean())
     cov = (float(near[wanted].mean()) - chance) / max(1.0 - chance, 1e-6)
-    return float(np.sqrt(max(fwd, 0.0) * max(cov, 0.0))), float(fwd), float(cov)
+    score = float(np.sqrt(max(fwd, 0.0) * max(cov, 0.0)))
+    colour = _colour_agreement(tg, seen_pts, seen_chroma, A, cfg)
+    if np.isfinite(colour):
+        score *= colour
+    return score, float(fwd), float(cov), colour
+
+
+def _colour_agreement(
+    tg: _Target, seen_pts: np.ndarray, seen_chroma: np.ndarray | None, A: np.ndarray, cfg: RegisterConfig
+) -> float:
+    """Share of the memory's observed places (``seen_pts``, memory metres) whose colour agrees with the
+    image's where the similarity ``A`` (2x3, to pixels) puts them: off the image, on its background or of
+    another chromaticity, a place disagrees. NaN when either side has no colours."""
+    if tg.chroma is None or seen_chroma is None or not len(seen_chroma):
+        return float("nan")
+    H, W = tg.edges.shape
+    uv = np.floor(seen_pts @ A[:, :2].T + A[:, 2]).astype(np.int64)
+    inside = (uv[:, 0] >= 0) & (uv[:, 0] < W) & (uv[:, 1] >= 0) & (uv[:, 1] < H)
+    d = np.abs(tg.chroma[uv[inside, 1], uv[inside, 0]] - seen_chroma[inside]).sum(axis=1)
+    return float(np.count_nonzero(d <= cfg.colour_tolerance) / len(seen_pts))  # NaN (background) compares False
 
 
 def _grown(mask: np.ndarray, r: int) -> np.ndarray:
@@ -493,7 +402,7 @@ def register_topdown(
         )
 
     try:
-        pts, seen_pts, mem_hist = _memory_side(mem, level, cfg, map_config)
+        pts, seen_pts, mem_hist, seen_chroma = memory_side(mem, level, cfg, map_config)
     except LookupError:
         return failed("the memory is empty")
     if len(pts) < 20:
@@ -501,17 +410,17 @@ def register_topdown(
     tg = _target(image, level, cfg)
     if tg is None or tg.extent is None:
         return failed(f"the image shows too little {level} structure")
-    thetas = _rotation_candidates(_orientation_histogram(tg.edges), mem_hist, cfg)
-    best = _solve(tg, pts, seen_pts, _coarse_search(tg, pts, thetas, cfg), W, H, cfg)
+    thetas = _rotation_candidates(orientation_histogram(tg.edges), mem_hist, cfg)
+    best = _solve(tg, pts, seen_pts, seen_chroma, _coarse_search(tg, pts, thetas, cfg), W, H, cfg)
     if (
         best is None or best[1] < cfg.min_confidence
     ) and level in cfg.wide_levels:  # perhaps the memory covers only part of the scene
-        wide = _solve(tg, pts, seen_pts, _coarse_search(tg, pts, thetas, cfg, wide=True), W, H, cfg)
+        wide = _solve(tg, pts, seen_pts, seen_chroma, _coarse_search(tg, pts, thetas, cfg, wide=True), W, H, cfg)
         if wide is not None and (best is None or wide[0][0] > best[0][0]):
             best = wide
     if best is None:
         return failed("no scale fits the image")
-    (score, s, th, t, fwd, cov), conf, margin, alts = best
+    (score, s, th, t, fwd, cov, colour), conf, margin, alts = best
     return TopDownRegistration(
         s,
         wrap_angle(float(th)),
@@ -528,13 +437,45 @@ def register_topdown(
         time.perf_counter() - t0,
         "" if conf >= cfg.min_confidence else "low confidence",
         alts,
+        float(colour),
     )
 
 
-def _solve(tg: _Target, pts: np.ndarray, seen_pts: np.ndarray, coarse: list, W: int, H: int, cfg: RegisterConfig):
+def _confidence(inliers: float, coverage: float, margin: float, colour: float, cfg: RegisterConfig) -> float:
+    """How far to trust a fit: its edge score (``sqrt(inliers x coverage)``) above ``score_floor``, times its
+    margin over the best different fit (in score), times, on a map in colour (``colour`` not NaN), its colour
+    agreement above ``colour_floor``. A wrong scene's edges score about 0.25-0.45, the right one's
+    0.55-0.85 (0.4-0.6 for a memory of a third of it); a right fit agrees in colour on 0.85-0.98 of the
+    memory's places, a wrong one on 0.1-0.5 (val apartments, partial memories)."""
+    edges = np.sqrt(max(inliers, 0.0) * max(coverage, 0.0))
+    conf = float(np.clip((edges - cfg.score_floor) / 0.3, 0, 1) * np.clip(margin / 0.1, 0, 1))
+    if np.isfinite(colour):
+        conf *= float(np.clip((colour - cfg.colour_floor) / cfg.colour_span, 0, 1))
+    return conf
+
+
+def _solve(
+    tg: _Target,
+    pts: np.ndarray,
+    seen_pts: np.ndarray,
+    seen_chroma: np.ndarray | None,
+    coarse: list,
+    W: int,
+    H: int,
+    cfg: RegisterConfig,
+):
     """Refine the best distinct coarse solutions; (best result, confidence, margin, alternatives)."""
     if not coarse:
         return None
+    if seen_chroma is not None and tg.chroma is not None:
+        # rank the coarse solutions by their colours too: a memory shrunk to a small scale packs its edges onto
+        # the image's busiest corner (a high edge correlation) and its floors onto floors of other colours
+        sub = np.arange(0, len(seen_pts), max(1, len(seen_pts) // cfg.colour_samples))
+        sp, sc_ = seen_pts[sub], seen_chroma[sub]
+        coarse = sorted(
+            ((sc * _colour_agreement(tg, sp, sc_, _matrix(s, th, t), cfg), s, th, t) for sc, s, th, t in coarse),
+            key=lambda o: -o[0],
+        )
     # keep distinct coarse solutions
     picked = []
     for sc, s, th, t in coarse:
@@ -548,8 +489,8 @@ def _solve(tg: _Target, pts: np.ndarray, seen_pts: np.ndarray, coarse: list, W: 
     results = []
     for _, s, th, t in picked:
         s, th, t = _refine(tg, pts, s, th, t, cfg)
-        score, fwd, cov = _score(tg, pts, seen_pts, s, th, t, cfg)
-        results.append((score, s, th, t, fwd, cov))
+        score, fwd, cov, colour = _score(tg, pts, seen_pts, s, th, t, cfg, seen_chroma)
+        results.append((score, s, th, t, fwd, cov, colour))
     results.sort(key=lambda r: -r[0])
     # polish the winner: ICP from slightly different scales (about the memory's centre) escapes the local
     # optimum where walls sit one wall-thickness off (thick walls have two edges)
@@ -560,9 +501,9 @@ def _solve(tg: _Target, pts: np.ndarray, seen_pts: np.ndarray, coarse: list, W: 
         s = s0 * (1.0 + rel)
         t = c_px - (_matrix(s, th0, np.zeros(2)) @ np.append(centre, 1.0))
         s, th, t = _refine(tg, pts, s, th0, t, cfg)
-        score, fwd, cov = _score(tg, pts, seen_pts, s, th, t, cfg)
+        score, fwd, cov, colour = _score(tg, pts, seen_pts, s, th, t, cfg, seen_chroma)
         if score > results[0][0]:
-            results[0] = (score, s, th, t, fwd, cov)
+            results[0] = (score, s, th, t, fwd, cov, colour)
     best = results[0]
 
     def differs(r) -> bool:  # another solution: the memory's centre lands elsewhere or the rotation differs
@@ -573,7 +514,6 @@ def _solve(tg: _Target, pts: np.ndarray, seen_pts: np.ndarray, coarse: list, W: 
     others = [r for r in results[1:] if differs(r)]
     runner = others[0][0] if others else 0.0
     margin = best[0] - runner
-    # a wrong scene scores about 0.25-0.45 here, the right one 0.55-0.85 (0.4-0.6 for a memory of a third of it)
-    conf = float(np.clip((best[0] - cfg.score_floor) / 0.3, 0, 1) * np.clip(margin / 0.1, 0, 1))
+    conf = _confidence(best[4], best[5], margin, best[6], cfg)
     alts = tuple((r[1], r[2], r[3], r[0]) for r in others[:3])
     return best, conf, margin, alts

@@ -97,6 +97,43 @@ def test_easy_map_registers(world):
     assert reg.confidence > 0.3
 
 
+@pytest.fixture(scope="module")
+def partial():
+    """A memory of the first 8 views of the tour (one room and a look into the next): the easy map shows the
+    whole apartment, so the scale from the extents is wrong for it."""
+    scene = clipped_floor(apartment_scene())
+    K = default_camera(SIZE, SIZE)
+    mem = SpatialMemory(0.05)
+    for i, T in enumerate(apartment_tour(48)[:8]):
+        mem.integrate(scene.render(T, K, SIZE, SIZE, step=i))
+    return scene, mem
+
+
+def test_a_partial_memory_registers_to_the_easy_map(partial):
+    """The open scale search runs on easy maps too (without it this memory lands 6 m off)."""
+    scene, mem = partial
+    img, truth, frame = gt_map(scene, "easy", 0.7, np.array([3.0, -2.0]), 0.5)
+    reg = mem.register_topdown(img, "easy")
+    assert alignment_error_m(reg, truth, frame, mem) <= 0.15
+    assert reg.ok and reg.colour > 0.8
+
+
+def test_the_easy_score_checks_the_colours(partial):
+    """The same map with its colour channels swapped has the same colour edges (the same fit) but puts the
+    memory's floors on floors of other colours: its score and confidence collapse."""
+    scene, mem = partial
+    img, truth, frame = gt_map(scene, "easy", 0.7, np.array([3.0, -2.0]), 0.5)
+    right = mem.register_topdown(img, "easy")
+    swapped = mem.register_topdown(img[..., [1, 2, 0]].copy(), "easy")
+    assert swapped.colour < 0.2 < 0.8 < right.colour
+    assert swapped.score < 0.5 * right.score
+    assert not swapped.ok
+    # without the check (no level in colour) the two maps are the same to the registration
+    blind = RegisterConfig(colour_levels=())
+    a, b = mem.register_topdown(img, "easy", blind), mem.register_topdown(img[..., [1, 2, 0]].copy(), "easy", blind)
+    assert a.score == pytest.approx(b.score) and np.isnan(a.colour)
+
+
 def test_overlays_do_not_disturb(world):
     """Trajectories (red), start dots (blue) and agent arrows (green) are drawn over GST maps."""
     scene, mem = world
@@ -193,3 +230,16 @@ def test_config_knobs(world):
     img, truth, frame = gt_map(scene, "hard", 1.0, np.zeros(2), 0.5)
     reg = mem.register_topdown(img, "hard", RegisterConfig(candidates=2, scale_step=0.03))
     assert alignment_error_m(reg, truth, frame, mem) <= 0.15
+
+
+def test_confidence_reads_the_edges_the_margin_and_the_colours():
+    from spatial_memory.register import _confidence
+
+    cfg = RegisterConfig()
+    full = _confidence(0.8, 0.8, 0.2, float("nan"), cfg)  # a clear fit on a map without colours
+    assert full == pytest.approx(1.0)
+    assert _confidence(0.8, 0.8, 0.2, 0.95, cfg) == pytest.approx(1.0)  # colours agree: as before
+    assert _confidence(0.8, 0.8, 0.2, 0.4, cfg) == 0.0  # the edges fit, the colours do not: no trust
+    assert 0.0 < _confidence(0.8, 0.8, 0.2, 0.65, cfg) < 1.0
+    assert _confidence(0.8, 0.8, 0.02, 0.95, cfg) < 0.5  # a near tie with another fit
+    assert _confidence(0.3, 0.3, 0.2, 0.95, cfg) == 0.0  # edges below the floor
