@@ -68,7 +68,10 @@ class TopDownRegistration:
     within ~2 px of the image's structure; coverage: fraction of the image's structure within ~3 px
     of the memory's. colour (maps drawn in the scene's colours; NaN otherwise): share of the memory's
     observed places that have the image's chromaticity there; the score is multiplied by it and the
-    confidence gated by it. ok: ``confidence >= min_confidence``.
+    confidence gated by it. extent_overlap: intersection over union of the box of the memory's observed
+    places, where the fit puts them, and the box of the image's drawing: near 1 when a memory of the
+    whole scene is registered right, small for a memory of part of it, or for a fit that squeezes the
+    memory into a corner of an image of another scene. ok: ``confidence >= min_confidence``.
     """
 
     scale: float
@@ -87,6 +90,7 @@ class TopDownRegistration:
     reason: str = ""
     alternatives: tuple = field(default=(), repr=False)  # (scale, theta, t, score) of runners-up
     colour: float = float("nan")  # share of the memory's observed places whose colour agrees (levels in colour)
+    extent_overlap: float = 0.0  # IoU of the memory's observed box, as the fit puts it, and the image's drawing
 
     @property
     def metres_per_pixel(self) -> float:
@@ -438,7 +442,20 @@ def register_topdown(
         "" if conf >= cfg.min_confidence else "low confidence",
         alts,
         float(colour),
+        _extent_overlap(tg, seen_pts, _matrix(s, th, t)),
     )
+
+
+def _extent_overlap(tg: _Target, seen_pts: np.ndarray, A: np.ndarray) -> float:
+    """Intersection over union of two boxes on the image: where the fit ``A`` puts the memory's observed
+    places (their 1st to 99th percentiles along u and v: a few stray points do not stretch it) and the
+    image's drawing (its structure's bounding box)."""
+    uv = seen_pts @ A[:, :2].T + A[:, 2]
+    lo, hi = np.percentile(uv, 1, axis=0), np.percentile(uv, 99, axis=0)
+    ilo, ihi = tg.extent
+    inter = np.prod(np.clip(np.minimum(hi, ihi) - np.maximum(lo, ilo), 0.0, None))
+    union = np.prod(np.maximum(hi - lo, 0.0)) + np.prod(ihi - ilo) - inter
+    return float(inter / union) if union > 0 else 0.0
 
 
 def _confidence(inliers: float, coverage: float, margin: float, colour: float, cfg: RegisterConfig) -> float:

@@ -243,3 +243,13 @@ def test_confidence_reads_the_edges_the_margin_and_the_colours():
     assert 0.0 < _confidence(0.8, 0.8, 0.2, 0.65, cfg) < 1.0
     assert _confidence(0.8, 0.8, 0.02, 0.95, cfg) < 0.5  # a near tie with another fit
     assert _confidence(0.3, 0.3, 0.2, 0.95, cfg) == 0.0  # edges below the floor
+
+
+def test_extent_overlap_says_how_much_of_the_map_the_memory_fills(world, partial):
+    scene, whole = world
+    img, _, _ = gt_map(scene, "medium", 0.4, np.zeros(2), 0.5)
+    other, _, _ = gt_map(clipped_floor(apartment_scene(width=7.0, depth=9.0)), "medium", 0.4, np.zeros(2), 0.5)
+    right = whole.register_topdown(img, "medium").extent_overlap
+    assert right > 0.55  # the tour's memory spans most of the drawing (not quite all: 80x80 views)
+    assert whole.register_topdown(other, "medium").extent_overlap < 0.3  # squeezed into part of another scene
+    assert partial[1].register_topdown(img, "medium").extent_overlap < right - 0.1  # one room and a look on

@@ -349,11 +349,21 @@ class MemoryAnswerer:
                 return format_answer("point", reg.odom_to_grid(T[:2, 3]))
             return format_answer("angle", reg.yaw_to_heading(camera_yaw(T)))
         if code.startswith("TDS"):
-            scores = [self.registration(memory, img, level).score for img in question.get("options")]
-            return format_answer("choice", CHOICES[int(np.argmax(scores))])
+            return format_answer("choice", CHOICES[self.scene_choice(question, memory, level)])
         if code == "Traj":
             return format_answer("choice", self._trajectory_choice(question, memory, level))
         raise ValueError(f"cannot answer subtask {code!r}")
+
+    def scene_choice(self, question: Question, memory: SpatialMemory, level: str) -> int:
+        """Which of a TDS question's maps shows the scene: the best registration score. Offline the video
+        explores the whole scene (GST's protocol), so the right map is also the one the whole memory fills:
+        the score is weighted by the registration's ``extent_overlap``. Without it, a memory bent by drift
+        fits its own map less well than a corner of another scene's map, into which the open scale search
+        squeezes it (val, harsh: 6/20 right on TDS-M and on TDS-H by the score, 15/20 and 16/20 weighted).
+        Mid-episode the memory holds part of the scene, and the frame-only control one frame: the score alone."""
+        regs = [self.registration(memory, img, level) for img in question.get("options")]
+        whole = not question.held_in_memory("stream") and not self.cfg.frame_only
+        return int(np.argmax([r.score * (r.extent_overlap if whole else 1.0) for r in regs]))
 
     def clip_poses(self, question: Question, memory: SpatialMemory) -> np.ndarray:
         """The Traj clip's camera poses in the memory's frame. Mid-episode the clip is the agent's own
