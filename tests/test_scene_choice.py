@@ -22,7 +22,9 @@ class Stub(MemoryAnswerer):
 
 def question(stream) -> Question:
     options = [np.full((4, 4, 3), i, dtype=np.uint8) for i in range(len(FITS))]
-    return Question(id="q", subtask="TDS-M", scene="house/val/800000", prompt="", media={"stream": stream, "options": options})
+    return Question(
+        id="q", subtask="TDS-M", scene="house/val/800000", prompt="", media={"stream": stream, "options": options}
+    )
 
 
 def test_offline_the_map_the_whole_memory_fills_wins():
