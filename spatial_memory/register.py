@@ -420,7 +420,7 @@ def register_topdown(
         best is None or best[1] < cfg.min_confidence
     ) and level in cfg.wide_levels:  # perhaps the memory covers only part of the scene
         wide = _solve(tg, pts, seen_pts, seen_chroma, _coarse_search(tg, pts, thetas, cfg, wide=True), W, H, cfg)
-        if wide is not None and (best is None or wide[0][0] > best[0][0]):
+        if wide is not None and (best is None or _wins(wide[0], best[0], cfg)):
             best = wide
     if best is None:
         return failed("no scale fits the image")
@@ -444,6 +444,16 @@ def register_topdown(
         float(colour),
         _extent_overlap(tg, seen_pts, _matrix(s, th, t)),
     )
+
+
+def _wins(wide: tuple, best: tuple, cfg: RegisterConfig) -> bool:
+    """Whether the open scale search's fit replaces the one at the extents' scale: a higher score and, on a
+    map in colour, no worse colour agreement (less ``colour_slack``). A wider search can always line up more
+    edges somewhere (a memory squeezed into a busy corner); it may not put more of the memory's colours on
+    the wrong colours to do it."""
+    if wide[0] <= best[0]:
+        return False
+    return not (np.isfinite(wide[6]) and np.isfinite(best[6]) and wide[6] < best[6] - cfg.colour_slack)
 
 
 def _extent_overlap(tg: _Target, seen_pts: np.ndarray, A: np.ndarray) -> float:

@@ -36,3 +36,4 @@ class RegisterConfig:
     colour_floor: float = 0.5  # colour agreement at which the confidence starts rising from 0 ...
     colour_span: float = 0.3  # ... and over how much more it reaches full (a right fit agrees on 0.85-0.98)
     colour_samples: int = 2000  # observed places whose colours rank the coarse solutions (a subsample)
+    colour_slack: float = 0.05  # the open scale search's fit may agree in colour this much less than the other

@@ -253,3 +253,19 @@ def test_extent_overlap_says_how_much_of_the_map_the_memory_fills(world, partial
     assert right > 0.55  # the tour's memory spans most of the drawing (not quite all: 80x80 views)
     assert whole.register_topdown(other, "medium").extent_overlap < 0.3  # squeezed into part of another scene
     assert partial[1].register_topdown(img, "medium").extent_overlap < right - 0.1  # one room and a look on
+
+
+def test_the_open_search_may_not_win_by_putting_colours_wrong():
+    from spatial_memory.register import _wins
+
+    cfg = RegisterConfig()
+    nan = float("nan")
+
+    def fit(score, colour):  # (score, s, theta, t, inliers, coverage, colour), as the search keeps them
+        return (score, 1.0, 0.0, np.zeros(2), 0.5, 0.5, colour)
+
+    assert _wins(fit(0.5, 0.9), fit(0.4, 0.9), cfg)  # better edges, colours as good
+    assert not _wins(fit(0.3, 0.9), fit(0.4, 0.5), cfg)  # a lower score never wins
+    # a memory squeezed into a busy corner: more edges lined up, its floors on other colours (val, harsh)
+    assert not _wins(fit(0.198, 0.47), fit(0.177, 0.75), cfg)
+    assert _wins(fit(0.5, nan), fit(0.4, nan), cfg)  # maps without colours: the score alone
