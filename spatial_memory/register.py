@@ -160,7 +160,7 @@ def _matrix(s: float, th: float, t: np.ndarray) -> np.ndarray:
     return np.array([[s * c, -s * sn, t[0]], [-s * sn, -s * c, t[1]]])
 
 
-# ================================================================================ features
+# ================================================================================ search
 def _rotation_candidates(hi: np.ndarray, hm: np.ndarray, cfg: RegisterConfig) -> list[float]:
     """Rotations (radians) memory -> image worth trying, from the image's and the memory's
     orientation histograms (:func:`_orientation_histogram`)."""
