@@ -237,6 +237,36 @@ def test_episode_timeout_replaces_the_worker(tmp_path):
     assert summary["complete"] is True
 
 
+def test_a_suspended_run_does_not_time_out_the_episodes_it_was_running(tmp_path, monkeypatch):
+    """A long run paused (SIGSTOP / Ctrl-Z, a host asleep) and resumed: the time it stood still is no
+    episode's. Here the clock jumps 10,000 s while the episode runs, against a 600 s timeout."""
+    from vla.eval.backends import local
+
+    real, calls = time.time, [0]
+
+    class Clock:  # the scheduler's clock: from its third reading on (the episode running), 10,000 s later
+        def __getattr__(self, name):
+            return getattr(time, name)
+
+        def time(self):
+            calls[0] += 1
+            return real() + (10_000.0 if calls[0] >= 3 else 0.0)
+
+    monkeypatch.setattr(local, "time", Clock())
+    spec = EvalSpec(
+        env={**FAST_ENV, "max_steps": 150},  # ~3 s of slow steps: running when the clock jumps
+        agent={"name": "tests.agents_for_tests:SlowRandomAgent"},
+        out=str(tmp_path / "paused"),
+        tasks=[0],
+        trials_per_task=1,
+        workers=1,
+        episode_timeout_s=600,
+    )
+    evaluate(spec, progress=False)
+    recs = lines(tmp_path / "paused" / "episodes.jsonl")
+    assert calls[0] >= 3 and [r["error"] for r in recs] == [None]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

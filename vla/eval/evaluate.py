@@ -7,6 +7,8 @@
   for schedulers without Ray (SLURM array jobs); ``vla-merge`` joins the shards' out dirs.
 * Resume: episodes already in ``episodes.jsonl`` are skipped; a killed run loses at most the
   episodes in flight and never records one twice (a single process appends, one fsync'd line each).
+  A paused one (SIGSTOP / Ctrl-Z, then SIGCONT / ``fg``) loses nothing: with the local backend the
+  time it stood still counts against no episode's ``eval.episode_timeout_s``.
 * Infrastructure errors are not results: an episode ended by one (the policy server gone, an env
   that cannot be built, a worker lost twice; :class:`~vla.agents.base.InfrastructureError`) goes
   to ``infra_errors.jsonl``, not ``episodes.jsonl``: success rates leave it out, the summary lists

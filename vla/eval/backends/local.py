@@ -178,12 +178,16 @@ class _Pool:
 
 
 LOST_ATTEMPTS = 2  # a worker lost this many times on one episode: an infrastructure error
+# the loop below looks at its workers at least once a second; a longer gap between two looks is time the
+# run was suspended (SIGSTOP / Ctrl-Z, a host asleep), which no episode's timeout may count
+PAUSE_GAP_S = 30.0
 
 
 def _run_pool(spec, todo: list[Episode], on_result: OnResult) -> None:
     schedule = make_schedule(todo)
     pool = _Pool(spec, min(int(spec.workers), len(schedule)))
     lost: dict[tuple[int, int], int] = {}
+    tick = time.time()
     try:
         while schedule or any(w.job for w in pool.workers):
             for w in pool.workers:
@@ -194,6 +198,11 @@ def _run_pool(spec, todo: list[Episode], on_result: OnResult) -> None:
                         w.conn.send(w.job)
             busy = [w for w in pool.workers if w.job]
             ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=1.0)
+            now = time.time()
+            if now - tick > PAUSE_GAP_S:  # suspended, workers and all: the pause is no episode's time
+                for w in busy:
+                    w.started += now - tick
+            tick = now
             for w in busy:
                 failure = None
                 if w.conn in ready:
@@ -214,7 +223,7 @@ def _run_pool(spec, todo: list[Episode], on_result: OnResult) -> None:
                 elif w.proc.sentinel in ready or not w.proc.is_alive():
                     w.proc.join(1)
                     failure = f"worker process died ({signal_text(w.proc.exitcode)})"
-                elif spec.episode_timeout_s and time.time() - w.started > spec.episode_timeout_s:
+                elif spec.episode_timeout_s and now - w.started > spec.episode_timeout_s:
                     failure = f"episode timed out after {spec.episode_timeout_s:.0f} s"
                 if failure:
                     job, key = w.job, (int(w.job[0]), int(w.job[1]))
