@@ -29,6 +29,7 @@ import yaml
 from vla_common.atomic import write_json_atomic
 
 from . import ledger
+from .costs import stage_costs
 from .recipe import STAGES, Recipe, load, names
 
 CONTROL = ("stage", "root", "force", "ledger")
@@ -79,7 +80,7 @@ def run(recipe: Recipe, stage: str, root: Path, force: bool = False, ledger_path
     )  # fmt: skip
     res = runners[recipe.kind](a)
     res = {"experiment": recipe.name, "hash": h, "test_set": recipe.test_set(), **res}
-    res.update(tests_before=before, test_set_uses_before=set_before)
+    res.update(tests_before=before, test_set_uses_before=set_before, costs=stage_costs(root))
     if testing and res.get("test"):
         ledger.record(recipe.name, h, recipe.test_set(), force and before > 0, root, _brief(res["test"]), ledger_path)
     write_json_atomic(root / "results.json", res)

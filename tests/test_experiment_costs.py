@@ -1,0 +1,51 @@
+"""What each stage of an experiment cost: read from the logs its commands write, and in results.json."""
+
+from __future__ import annotations
+
+import json
+
+from vla.experiment import cli
+from vla.experiment.costs import stage_costs
+from vla.experiment.recipe import load
+from vla.train.log import TrainLog
+
+
+def _train_log(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_a_trainings_hours_count_each_kept_step_once_and_its_episodes_seconds_add_up(tmp_path):
+    log = tmp_path / "train" / "current" / "train_log.jsonl"
+    # 10 steps of 16 samples at 16/s, a val row, 10 more at 8/s; then a kill: 10 steps past the resume point
+    _train_log(
+        log,
+        [
+            {"step": 10, "loss": 2.0, "rank_samples": [16], "samples_per_s": 16.0},
+            {"step": 10, "val_loss": 2.1},
+            {"step": 20, "loss": 1.9, "rank_samples": [16], "samples_per_s": 8.0},
+            {"step": 30, "loss": 1.8, "rank_samples": [16], "samples_per_s": 8.0},
+        ],
+    )
+    TrainLog(log, resume_step=20)._fh.close()  # the resumed run drops step 30 and redoes it
+    with open(log, "a") as fh:
+        fh.write(json.dumps({"step": 30, "loss": 1.7, "rank_samples": [16], "samples_per_s": 4.0}) + "\n")
+        fh.write('{"step": 40, "loss"')  # a line cut by a kill
+    eps = tmp_path / "val" / "current" / "step_20" / "episodes.jsonl"
+    eps.parent.mkdir(parents=True)
+    eps.write_text("".join(json.dumps({"trial": i, "success": False, "seconds": 900.0}) + "\n" for i in range(3)))
+    costs = stage_costs(tmp_path)
+    assert costs["stages"]["train/current"] == {"kind": "train", "steps": 30, "hours": round((10 + 20 + 40) / 3600, 3)}
+    assert costs["stages"]["val/current/step_20"] == {"kind": "rollout", "episodes": 3, "hours": 0.75}
+    assert costs["hours"] == round(0.019 + 0.75, 3)
+
+
+def test_results_json_carries_the_costs_of_what_ran_under_the_root(tmp_path, monkeypatch):
+    monkeypatch.setattr("vla.experiment.libero.libero", lambda a: {"val": {}})
+    root = tmp_path / "r"
+    eps = root / "rec" / "episodes.jsonl"
+    eps.parent.mkdir(parents=True)
+    eps.write_text(json.dumps({"trial": 0, "success": True, "seconds": 36.0}) + "\n")
+    res = cli.run(load("libero_object_oft", {"steps": 8}), "table", root, ledger_path=tmp_path / "uses.jsonl")
+    assert res["costs"]["stages"] == {"rec": {"kind": "rollout", "episodes": 1, "hours": 0.01}}
+    assert json.loads((root / "results.json").read_text())["costs"] == res["costs"]
