@@ -533,6 +533,10 @@ def test_libero_mem_trains_three_arms_on_one_recording_and_counts_the_twins(tmp_
         if "vla-rollout" in c[0] and "/test/" in next(x for x in c if x.startswith("out="))
     }
     assert profiles == {"current": "gt", "frames": "gt", "map": "gt", "map_realistic": "realistic"}
+    for c in rest:  # the test films the first 5 states of each twin
+        if "vla-rollout" in c[0] and "/test/" in next(x for x in c if x.startswith("out=")):
+            ev = compose("rollout", c[1:])["eval"]
+            assert (ev["videos"], ev["video_trials"], ev["first_trial"]) == ("all", 5, 2000)
     assert res["test"]["map_realistic"]["perception"] == "realistic"
     for arm in ("current", "frames", "map", "map_realistic"):
         t = res["test"][arm]
@@ -609,6 +613,7 @@ def test_libero_suite_trains_a_policy_and_its_shuffled_control_and_checks_the_la
         assert val["env"]["arm_init_noise"] == 0.02  # as the official states were recorded
         test = runs[f"test/{arm}"]
         assert test["env"]["init_states"] == "official" and test["eval"]["trials_per_task"] == 50
+        assert (test["eval"]["videos"], test["eval"]["video_trials"]) == ("all", 2)  # filmed: 2 states a task
         assert test["agent"]["checkpoint"].endswith(f"{arm}/checkpoints/step_1000")
         lang = runs[f"language/{arm}"]
         assert lang["env"]["instruction"] == "distractor" and lang["eval"]["trials_per_task"] == 2

@@ -169,3 +169,22 @@ def test_the_loop_asks_for_the_frames_the_agent_reads_and_all_of_them_when_other
     env, plain = _Env(), _Plain()
     run_episode(env, plain, {"trial": 0})
     assert env.asked == [True] * 8 and all(plain.seen)
+
+
+def test_a_video_of_some_trials_leaves_the_others_rendered_on_demand(tmp_path):
+    from vla.rollout.video import VideoWriter
+
+    videos = VideoWriter(tmp_path, mode="all", trials=range(3, 4))
+    filmed, watched = _Env(), _Chunks()
+    r = run_episode(filmed, watched, {"task_id": 0, "trial": 3}, subscribers=[videos])
+    assert filmed.asked == [] and all(watched.seen) and r.extra["video"] == "env_task000_trial003_failure.mp4"
+    unfilmed, agent = _Env(), _Chunks()
+    r = run_episode(unfilmed, agent, {"task_id": 0, "trial": 4}, subscribers=[videos])
+    assert unfilmed.asked == [False, False, True, False, False, True, False, False] and "video" not in r.extra
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["env_task000_trial003_failure.mp4"]
+    # a subscriber whose answer raises is taken to read every frame
+    broken = Subscriber()
+    broken.reads_frames = lambda episode: 1 / 0
+    env, agent = _Env(), _Chunks()
+    r = run_episode(env, agent, {"trial": 0}, subscribers=[broken])
+    assert env.asked == [] and "reads_frames" in r.extra["subscriber_errors"][0]

@@ -284,22 +284,29 @@ def test_cli_bad_input_is_one_clear_line(args, message):
     assert message in r.stderr and "Traceback" not in r.stderr
 
 
-def test_videos_of_every_episode_and_no_demo_of_a_failed_one(tmp_path):
-    """Rendered random episodes (they fail): a video per episode with videos=all, and record= keeps nothing."""
+def test_videos_of_the_filmed_trials_and_no_demo_of_a_failed_one(tmp_path):
+    """Rendered random episodes (they fail): with videos=all and video_trials=1 a video of the first trial
+    run (official state 1) and none of the next, and record= keeps nothing."""
     env = {"name": "libero", "suite": "libero_object", "resolution": 64, "hard_reset": False, "max_steps": 4}
     spec = EvalSpec(
         env=env,
         agent={"name": "random"},
         out=str(tmp_path / "v"),
         tasks=[0],
-        trials_per_task=1,
+        trials_per_task=2,
+        first_trial=1,
         workers=0,
         videos="all",
+        video_trials=1,
         record=str(tmp_path / "demos"),
     )
     evaluate(spec, progress=False)
-    (rec,) = lines(tmp_path / "v" / "episodes.jsonl")
-    assert rec["success"] is False and rec["error"] is None and rec["steps"] == 4
+    recs = lines(tmp_path / "v" / "episodes.jsonl")
+    assert [(r["trial"], r["success"], r["error"], r["steps"]) for r in recs] == [
+        (1, False, None, 4),
+        (2, False, None, 4),
+    ]
+    assert recs[0]["video"] == "libero_object_task000_trial001_failure.mp4" and "video" not in recs[1]
     (video,) = (tmp_path / "v" / "videos").glob("*.mp4")
     frames = imageio.mimread(video)
     assert len(frames) == 5 and frames[0].shape == (64, 128, 3)  # reset + 4 steps, two cameras side by side

@@ -40,6 +40,7 @@ class EvalSpec:
     workers: int = 1
     videos: str = "none"
     video_fps: int = 20
+    video_trials: int | None = None  # film only trials first_trial .. first_trial + video_trials - 1 of each task
     seed: int = 7
     episode_timeout_s: float = 3600.0
     record: str | None = None
@@ -61,6 +62,8 @@ class EvalSpec:
             parse_shard(self.shard)
         if self.videos not in VIDEO_MODES:
             raise ValueError(f"eval.videos must be one of {VIDEO_MODES}, got {self.videos!r}")
+        if self.video_trials is not None and int(self.video_trials) < 1:
+            raise ValueError(f"eval.video_trials must be >= 1 (or null: every episode), got {self.video_trials}")
         if int(self.workers) < 0:
             raise ValueError(f"eval.workers must be >= 0, got {self.workers}")
         if self.trials_per_task is not None and int(self.trials_per_task) < 1:
@@ -86,7 +89,10 @@ def build_subscribers(spec: EvalSpec) -> list[Subscriber]:
             if sub is not None:
                 subs.append(sub)
     if spec.videos != "none":
-        subs.append(VideoWriter(Path(spec.out) / "videos", spec.videos, spec.video_fps))
+        filmed = None
+        if spec.video_trials is not None:
+            filmed = range(int(spec.first_trial), int(spec.first_trial) + int(spec.video_trials))
+        subs.append(VideoWriter(Path(spec.out) / "videos", spec.videos, spec.video_fps, filmed))
     if spec.record:
         subs.append(DemoRecorder(spec.record, spec.record_keep))
     if spec.rerun and spec.rerun.get("enabled"):

@@ -37,6 +37,7 @@ from .tables import read_rows, success_table
 
 ARMS = {"policy": [], "shuffled": ["data.instructions=shuffled"]}
 PERTURB_LEVELS = (1, 2)
+VIDEO_TRIALS = 2  # the test's filmed states per task (a filmed episode renders every step: ~3x the cost)
 
 
 def libero_suite(a) -> dict:
@@ -67,7 +68,10 @@ def libero_suite(a) -> dict:
         if best is None or a.stage not in ("all", "test", "table"):
             continue
         agent = ["agent=vla", f"agent.checkpoint={R / 'train' / arm / 'checkpoints' / best}"]
-        runs = {"test": [f"eval.trials_per_task={a.test_trials}", "eval.videos=failures"]}
+        # videos of the first VIDEO_TRIALS states of each task; the others render only what the policy reads
+        runs = {
+            "test": [f"eval.trials_per_task={a.test_trials}", "eval.videos=all", f"eval.video_trials={VIDEO_TRIALS}"]
+        }
         runs["language"] = ["env.instruction=distractor", f"eval.trials_per_task={a.language_trials}"]
         if arm == "policy":
             for f in FACTORS:

@@ -86,6 +86,12 @@ class Subscriber:
     def on_episode_end(self, episode: Episode, result: EpisodeResult) -> None:
         pass
 
+    def reads_frames(self, episode: Episode) -> bool:
+        """Whether this subscriber reads the camera frames of ``episode``'s every step (the default: the
+        env then renders every step). One that returns False lets the env skip rendering the steps no
+        one else reads (:class:`envs.base.RendersOnDemand`); asked once, after ``on_episode_start``."""
+        return True
+
     def episode_logs(self, out: Path) -> list:
         """Side logs (:class:`vla.eval.sidelog.EpisodeLog`) this subscriber fills from
         ``result.extra``, e.g. ``gst.jsonl``; the evaluator writes and resumes them."""
@@ -106,6 +112,20 @@ class _Guarded:
         self.subscribers = list(subscribers)
         self.muted: set[int] = set()
         self.errors: list[str] = []
+
+    def read_frames(self, episode: Episode) -> bool:
+        """Whether any subscriber not muted reads every frame of ``episode`` (one whose answer raises does)."""
+        for i, s in enumerate(self.subscribers):
+            if i in self.muted:
+                continue
+            try:
+                if s.reads_frames(episode):
+                    return True
+            except Exception as exc:  # noqa: BLE001 - as a hook that raises
+                self.muted.add(i)
+                self.errors.append(f"{type(s).__name__}.reads_frames: {error_text(exc)}")
+                return True
+        return False
 
     def call(self, hook: str, *args: Any) -> None:
         for i, s in enumerate(self.subscribers):
@@ -143,9 +163,10 @@ def run_episode(
         episode.agent_observation = sensors(obs) if sensors is not None else obs
         agent.reset(env.instruction, env.env_spec)
         subs.call("on_episode_start", episode)
-        # render only what is read: no subscriber (videos, demonstrations, questions, viewers take every
-        # frame), exact perception (a profile's noise is one stream over the frames), and the agent's word
-        on_demand = isinstance(env, RendersOnDemand) and not subs.subscribers and sensors is None
+        # render only what is read: no subscriber that takes every frame (videos of this episode,
+        # demonstrations, questions, viewers), exact perception (a profile's noise is one stream over the
+        # frames), and the agent's word
+        on_demand = isinstance(env, RendersOnDemand) and not subs.read_frames(episode) and sensors is None
         for _ in range(env.max_episode_steps):
             action = np.asarray(agent.act(episode.agent_observation))
             if on_demand:

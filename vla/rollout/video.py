@@ -65,12 +65,19 @@ class VideoWriter(Subscriber):
     video's size; any later frame of another size is letterboxed into it.
     Frames stream to a temporary file, so a long episode costs no memory; the file is renamed or
     deleted when the episode ends.
+
+    ``trials``: film only the episodes whose trial is in it (e.g. the first two of each task); the
+    others are not watched, so their steps render only what the agent reads (a filmed step renders
+    every camera: a learned policy's LIBERO episode costs about three times as much filmed,
+    docs/BENCHMARKS.md). None: every episode.
     """
 
-    def __init__(self, out_dir: str | Path, mode: str = "failures", fps: int = 20) -> None:
+    def __init__(
+        self, out_dir: str | Path, mode: str = "failures", fps: int = 20, trials: range | None = None
+    ) -> None:
         if mode not in VIDEO_MODES:
             raise ValueError(f"unknown video mode {mode!r}; expected one of {VIDEO_MODES}")
-        self.out_dir, self.mode, self.fps = Path(out_dir), mode, int(fps)
+        self.out_dir, self.mode, self.fps, self.trials = Path(out_dir), mode, int(fps), trials
         self._writer = None
         self._tmp: Path | None = None
         self.last_path: Path | None = None
@@ -109,13 +116,16 @@ class VideoWriter(Subscriber):
             )
         self._writer.append_data(frame)
 
+    def reads_frames(self, episode: Episode) -> bool:
+        return self.mode != "none" and (self.trials is None or int(episode.key["trial"]) in self.trials)
+
     def on_episode_start(self, episode: Episode) -> None:
         self._writer, self._tmp, self.last_path, self._size = None, None, None, None
-        if self.mode != "none":
+        if self.reads_frames(episode):
             self._write(episode)
 
     def on_step(self, episode, action, observation, reward, info) -> None:
-        if self.mode != "none":
+        if self._writer is not None:
             self._write(episode)
 
     def on_episode_end(self, episode: Episode, result: EpisodeResult) -> None:
