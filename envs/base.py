@@ -15,6 +15,7 @@ stores besides observations).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -102,12 +103,13 @@ class RendersPose(Protocol):
 
 @runtime_checkable
 class RendersOnDemand(Protocol):
-    """``render_next(wanted)``: whether the next ``step()`` renders its cameras. When not, that step's
-    observation has no camera frames (``cameras == {}``) and costs what the physics costs; every frame that
-    is rendered is the frame the env would have rendered anyway, bit for bit. The rollout loop asks for
-    frames only when the agent or a subscriber reads them (:func:`vla.rollout.runtime.run_episode`)."""
+    """``render_next(wanted)``: which cameras the next ``step()`` renders: all (True), none (False) or the
+    names in ``wanted``. The others are missing from that step's observation (``cameras == {}`` when none
+    is rendered, and the step costs what the physics costs); every frame that is rendered is the frame
+    the env would have rendered anyway, bit for bit. The rollout loop asks for frames only when the agent
+    or a subscriber reads them (:func:`vla.rollout.runtime.run_episode`)."""
 
-    def render_next(self, wanted: bool) -> None: ...
+    def render_next(self, wanted: bool | Collection[str]) -> None: ...
 
 
 @runtime_checkable

@@ -7,6 +7,12 @@
 * ``policy``: a learned policy's evaluation with the same cameras; a chunk of 8 played open loop reads one
   observation in 8 (``reads``), though every step renders today.
 * ``memory``: the spatial memory / GST streams, both cameras with depth and instance masks at 256 px.
+* ``map_policy``: libero_mem's map arm: ``memory``'s cameras, the policy asked one step in 8 (both
+  cameras), its memory fusing the agentview camera at every step (``between``: the cameras read between
+  the policy's requests).
+
+For the workloads whose steps are not all read, the step is also timed as rendered on demand
+(``env.render_next`` with the workload's pattern: ``env_step_on_demand``).
 
 For each, on libero_object task 0 (official init state 0, a fixed seeded action sequence), per control
 step: the whole ``LiberoEnv.step`` as it is; the physics alone (robosuite's step with the camera
@@ -40,6 +46,7 @@ WORKLOADS = {
     "record": {"depth": False, "segmentation": False, "reads": 1},
     "policy": {"depth": False, "segmentation": False, "reads": 8},
     "memory": {"depth": True, "segmentation": True, "reads": 1},
+    "map_policy": {"depth": True, "segmentation": True, "reads": 8, "between": ["agentview"]},
 }
 
 
@@ -264,6 +271,15 @@ def workload_step(a, workload: str) -> dict:
             env.step(act)
             t.append(time.perf_counter() - t0)
         res["env_step"] = _stats(t)
+        w = WORKLOADS[workload]
+        if w["reads"] > 1:  # rendered on demand: every camera when the policy is asked, `between` otherwise
+            t = []
+            for k, act in enumerate(acts):
+                env.render_next(True if k % w["reads"] == 0 else w.get("between", False))
+                t0 = time.perf_counter()
+                env.step(act)
+                t.append(time.perf_counter() - t0)
+            res["env_step_on_demand"] = _stats(t)
         # physics and the other observables: the camera observables off, as the settling steps run
         cams = _camera_observables(env)
         for o in cams:

@@ -320,7 +320,7 @@ def test_a_policy_with_a_memory_of_frames_trains_and_acts_on_the_frames_it_kept(
         obs, _ = env.reset(seed=7, options={"trial": 0})
         agent.reset(env.instruction, env.env_spec)
         agent.act(obs)
-        assert agent.reads_next() and len(agent.frames._frames) == 1
+        assert agent.reads_next() == {agent.frames.camera} and len(agent.frames._frames) == 1  # its camera only
     finally:
         env.close()
 

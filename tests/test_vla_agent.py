@@ -238,3 +238,70 @@ def test_the_runs_perception_profile_reaches_the_policys_memory(tmp_path):
         assert agent.inputs.memory.config == memory_config_for(want)
     served = compose("serve", ["agent=vla", f"agent.checkpoint={ck}"])["agent"]
     assert served["perception"] is None and make_agent(served).inputs.config.perception == "gt"
+
+
+def test_between_the_policys_requests_a_memory_agent_asks_only_for_the_camera_its_memory_fuses(tmp_path):
+    """An env that renders on demand renders, mid-chunk, only the camera the memory fuses at every step."""
+    from envs.registry import make_env
+    from vla.agents import make_agent
+
+    memory = {"inputs": ["topdown", "objects", "text"], "map_level": "easy", "map_size": [56, 56], "max_objects": 4}
+    ck = _export(tmp_path / "policy", memory=memory, chunk=2)
+    env = make_env({"name": "house", "seed": 900001, "use_meshes": False, "width": 64, "height": 64}, 0)
+    try:
+        agent = make_agent({"name": "vla", "checkpoint": str(ck)})
+        obs, _ = env.reset(seed=7, options={"trial": 0})
+        agent.reset(env.instruction, env.env_spec)
+        assert agent.reads_next() is True  # the first act asks the policy: every camera
+        agent.act(obs)
+        assert agent.reads_next() == frozenset(env.env_spec.camera_names[:1])  # the memory's (the first)
+        agent.act(obs)
+        assert agent.reads_next() is True  # the chunk played: the policy is asked again
+    finally:
+        env.close()
+
+
+def test_a_libero_map_policy_acts_the_same_when_only_its_memorys_camera_renders_mid_chunk(tmp_path):
+    """libero_mem's map arm (OFT's recipe, the memory fused from agentview with depth and masks): rendered on
+    demand (both cameras when the policy is asked, agentview alone in between) its actions are those of
+    the same episode with every camera rendered at every step."""
+    from envs.libero.env import LiberoEnv
+    from vla.actions import ActionStats
+    from vla.agents import make_agent
+    from vla.config import compose
+    from vla.policy import ModelConfig, PolicyConfig, build_policy
+    from vla.rollout.runtime import Subscriber, run_episode
+
+    memory = {"camera": "agentview", "inputs": ["topdown", "objects", "text"], "map_level": "medium"}
+    memory.update(map_frame="fit", map_size=[56, 56], max_objects=8)
+    inputs = ["policy.inputs.memory_map=true", "policy.inputs.memory_text=true"]
+    cfg = compose("train", ["model=tiny_qwen2_5_vl", "policy=libero_oft", *inputs])
+    rng = np.random.default_rng(3)
+    torch.manual_seed(0)
+    policy = build_policy(
+        ModelConfig.from_dict({**cfg["model"], "image_size": 56}),
+        PolicyConfig.from_dict({**cfg["policy"], "memory": memory}),
+        {"libero": ActionStats.from_actions(rng.uniform(-1, 1, (400, 7)))},
+        proprio={"libero": ActionStats.from_actions(rng.normal(size=(200, 8)))},
+    )
+    with torch.no_grad():  # as if trained: the decoded bins vary with the input
+        policy.action_in.data += 0.5 * torch.randn_like(policy.action_in)
+    ck = str(policy.save_pretrained(tmp_path / "policy"))
+    seen: dict[str, list] = {}
+    for mode in ("on_demand", "every"):
+        env = LiberoEnv(
+            "libero_mem", 2, cameras=("agentview", "wrist"), resolution=48, depth=True, segmentation=True,
+            max_steps=18, init_states="sampled",
+        )  # fmt: skip
+        agent, steps = make_agent({"name": "vla", "checkpoint": ck}), []
+        act = agent.act
+        agent.act = lambda obs, act=act, steps=steps: steps.append((sorted(obs.cameras), act(obs))) or steps[-1][1]
+        try:  # a subscriber takes every frame
+            r = run_episode(env, agent, {"task_id": 2, "trial": 0}, [Subscriber()] if mode == "every" else [])
+        finally:
+            env.close()
+        assert r.error is None and r.steps == 18
+        seen[mode] = steps
+    asked = [["agentview", "wrist"] if t % 8 == 0 else ["agentview"] for t in range(18)]
+    assert [c for c, _ in seen["on_demand"]] == asked and all(len(c) == 2 for c, _ in seen["every"])
+    assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(seen["on_demand"], seen["every"]))

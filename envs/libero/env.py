@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import gymnasium as gym
@@ -282,19 +283,27 @@ class LiberoEnv(VLAEnv):
         if cams:
             self._raw = inner._get_observations(force_update=True)
 
-    def render_next(self, wanted: bool) -> None:
-        """Whether the next :meth:`step` renders its cameras (:class:`envs.base.RendersOnDemand`): when not,
-        its observation has no frames and the step costs the physics alone; the frames of every step
-        that does render are those it would have rendered anyway (:mod:`envs.libero.frames`). Applies to
-        one step. With the ``noise`` perturbation every step renders (its noise is one stream)."""
-        self._frames_next = bool(wanted)
+    def render_next(self, wanted: bool | Collection[str]) -> None:
+        """Which cameras the next :meth:`step` renders (:class:`envs.base.RendersOnDemand`): all (True),
+        none (False) or those named; the others are missing from its observation, and a step that renders
+        none costs the physics alone. The frames of every step that does render are those it would have
+        rendered anyway (:mod:`envs.libero.frames`). Applies to one step. With the ``noise``
+        perturbation every step renders every camera (its noise is one stream)."""
+        if not isinstance(wanted, bool):
+            wanted = frozenset(wanted)
+            unknown = sorted(wanted - set(self.cameras))
+            if unknown:
+                raise ValueError(f"render_next: camera(s) {unknown} not among this env's {list(self.cameras)}")
+        self._frames_next = wanted
 
     def step(self, action):
         if self._env is None or self._raw is None:
             raise RuntimeError("call reset() before step()")
         a = check_action(action, self.action_space)
-        rendered = self._frames_next or "noise" in self._perturber.factors
-        self._frames_next, self._gate.open = True, rendered
+        wanted = True if "noise" in self._perturber.factors else self._frames_next
+        rendered = frozenset(self.cameras) if wanted is True else frozenset(wanted or ())
+        self._frames_next = True
+        self._gate.open = frozenset(CAMERAS[c] for c in rendered)
         try:
             self._raw, _, done, _ = self._env.step(a)
         finally:
@@ -320,7 +329,8 @@ class LiberoEnv(VLAEnv):
     def _object_names(self) -> dict[int, str]:
         return {i + 1: n for i, n in enumerate(self._env.env.model.instances_to_ids.keys())}
 
-    def _observation(self, rendered: bool = True) -> Observation:
+    def _observation(self, rendered: Collection[str] | None = None) -> Observation:
+        """The observation of the current state, with the frames of the ``rendered`` cameras (None: all)."""
         raw = self._raw
         state = np.concatenate(
             [raw["robot0_eef_pos"], quat_xyzw_to_axis_angle(raw["robot0_eef_quat"]), raw["robot0_gripper_qpos"]]
@@ -328,12 +338,13 @@ class LiberoEnv(VLAEnv):
         state = self._perturber.noisy_state(state)
         frames: dict[str, CameraFrame] = {}
         sensors: dict[str, Any] = {}
-        if self.render_cameras and rendered:
+        shown = [c for c in self.cameras if rendered is None or c in rendered] if self.render_cameras else []
+        if shown:
             model, data = self._env.sim.model._model, self._env.sim.data._data
             names = self._object_names()
             cats = categories(self._env.env.parsed_problem)
             labels = {i: cats.get(n, n) for i, n in names.items()}
-            for name in self.cameras:
+            for name in shown:
                 key = CAMERAS[name]
                 K, cam_id = self._static[name]
                 rgb = orient(raw[f"{key}_image"], self.orientation)

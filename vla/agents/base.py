@@ -23,6 +23,7 @@ demand skips them).
 from __future__ import annotations
 
 import inspect
+from collections.abc import Collection
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -78,17 +79,22 @@ class HasLiveMemory(Protocol):
 
 @runtime_checkable
 class ReadsFrames(Protocol):
-    """``reads_next()``: whether the next ``act`` will read the camera frames of the observation it gets
-    (asked after each ``act``, before the env steps). An agent that plays a queued chunk open loop, or
-    plans on scene truth, says no and the env may skip rendering that step
+    """``reads_next()``: which camera frames the next ``act`` will read of the observation it gets (asked
+    after each ``act``, before the env steps): all (True), none (False) or the cameras named. An agent
+    that plays a queued chunk open loop, or plans on scene truth, says False, one whose memory fuses one
+    camera between the policy's requests names it, and the env may skip rendering the rest
     (:class:`envs.base.RendersOnDemand`); an agent without this capability reads every frame."""
 
-    def reads_next(self) -> bool: ...
+    def reads_next(self) -> bool | Collection[str]: ...
 
 
-def reads_next_frame(agent: Any) -> bool:
-    """Whether ``agent``'s next ``act`` reads the camera frames (True unless it says otherwise)."""
-    return bool(agent.reads_next()) if isinstance(agent, ReadsFrames) else True
+def reads_next_frame(agent: Any) -> bool | frozenset[str]:
+    """Which camera frames ``agent``'s next ``act`` reads: True (all, also when it does not say), False
+    (none) or the set of the cameras named."""
+    if not isinstance(agent, ReadsFrames):
+        return True
+    wanted = agent.reads_next()
+    return bool(wanted) if isinstance(wanted, (bool, np.bool_)) else frozenset(wanted)
 
 
 class InfrastructureError(RuntimeError):

@@ -144,11 +144,21 @@ class VLAAgent:
     def _predict(self, observation: Observation) -> np.ndarray:
         return self.policy.infer_batch([observation.to_dict()], use_generate=self.options.decode == "generate")[0]
 
-    def reads_next(self) -> bool:
-        """The next ``act`` reads the frames when the memory fuses every one (the spatial memory, or the memory
-        of frames), or when it asks the policy (no action of a chunk left to play, or ensembling, which asks
-        every step)."""
-        return self.inputs is not None or self.frames is not None or self._chunks.asks_next()
+    def reads_next(self) -> bool | frozenset[str]:
+        """Which frames the next ``act`` reads: every camera when it asks the policy (no action of a chunk
+        left to play, or ensembling, which asks every step); else the camera the memory fuses at every
+        step (the spatial memory's, the memory of frames'), or none."""
+        if self._chunks.asks_next():
+            return True
+        fused = set()
+        if self.inputs is not None:
+            first = self.spec.camera_names[0] if self.spec is not None and self.spec.camera_names else None
+            fused.add(self.inputs.config.camera or first)  # the memory's own, or the observation's first
+        if self.frames is not None:
+            fused.add(self.frames.camera)
+        if None in fused:
+            return True
+        return frozenset(fused) if fused else False
 
     def act(self, observation: Observation) -> np.ndarray:
         if self.spec is None:
