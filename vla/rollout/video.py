@@ -72,9 +72,7 @@ class VideoWriter(Subscriber):
     docs/BENCHMARKS.md). None: every episode.
     """
 
-    def __init__(
-        self, out_dir: str | Path, mode: str = "failures", fps: int = 20, trials: range | None = None
-    ) -> None:
+    def __init__(self, out_dir: str | Path, mode: str = "failures", fps: int = 20, trials: range | None = None) -> None:
         if mode not in VIDEO_MODES:
             raise ValueError(f"unknown video mode {mode!r}; expected one of {VIDEO_MODES}")
         self.out_dir, self.mode, self.fps, self.trials = Path(out_dir), mode, int(fps), trials
