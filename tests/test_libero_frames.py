@@ -185,6 +185,19 @@ def test_the_loop_asks_for_the_frames_the_agent_reads_and_all_of_them_when_other
     assert env.asked == [True] * 8 and all(plain.seen)
 
 
+class _Capture:
+    """A subscriber of its own class (the hooks only), counting the frames it is shown."""
+
+    def on_episode_start(self, episode) -> None:
+        self.frames = []
+
+    def on_step(self, episode, action, observation, reward, info) -> None:
+        self.frames.append(bool(observation.cameras))
+
+    def on_episode_end(self, episode, result) -> None:
+        result.extra["captured"] = self.frames
+
+
 def test_a_video_of_some_trials_leaves_the_others_rendered_on_demand(tmp_path):
     from vla.rollout.video import VideoWriter
 
@@ -202,3 +215,7 @@ def test_a_video_of_some_trials_leaves_the_others_rendered_on_demand(tmp_path):
     env, agent = _Env(), _Chunks()
     r = run_episode(env, agent, {"trial": 0}, subscribers=[broken])
     assert env.asked == [] and "reads_frames" in r.extra["subscriber_errors"][0]
+    # as is one that does not say (subscribers need not derive from Subscriber), without an error
+    env, agent = _Env(), _Chunks()
+    r = run_episode(env, agent, {"trial": 0}, subscribers=[_Capture()])
+    assert env.asked == [] and "subscriber_errors" not in r.extra and len(r.extra["captured"]) == 8

@@ -114,12 +114,16 @@ class _Guarded:
         self.errors: list[str] = []
 
     def read_frames(self, episode: Episode) -> bool:
-        """Whether any subscriber not muted reads every frame of ``episode`` (one whose answer raises does)."""
+        """Whether any subscriber not muted reads every frame of ``episode`` (one that does not say, or whose
+        answer raises, does)."""
         for i, s in enumerate(self.subscribers):
             if i in self.muted:
                 continue
+            reads = getattr(s, "reads_frames", None)  # subscribers need not derive from Subscriber
+            if reads is None:
+                return True
             try:
-                if s.reads_frames(episode):
+                if reads(episode):
                     return True
             except Exception as exc:  # noqa: BLE001 - as a hook that raises
                 self.muted.add(i)
