@@ -577,3 +577,20 @@ def test_a_memory_of_frames_reads_from_the_demonstration_what_a_live_episode_kee
     live(first)
     with pytest.raises(RuntimeError, match="needs every frame"):
         live(first)  # step 0 again: a frame was not seen in order
+
+
+def test_the_sample_pools_files_keep_no_chunk_cache_that_would_grow_with_every_frame_read(tmp_path):
+    """Training reads random frames, one chunk each: h5py's 8 MiB chunk cache per open dataset only grows
+    (to 9.4 GB in a loader worker over a suite's recording). The pool opens its files without one; a file
+    opened for anything else keeps h5py's default."""
+    from vla.data.handles import HandlePool, open_hdf5
+
+    path = tmp_path / "frames.hdf5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("rgb", data=np.zeros((4, 8, 8, 3), np.uint8), chunks=(1, 8, 8, 3))
+    pool = HandlePool()
+    assert pool.dataset(str(path), "rgb")[2].shape == (8, 8, 3)
+    assert pool.file(str(path)).id.get_access_plist().get_cache()[2] == 0
+    pool.close()  # (HDF5 shares an open file's settings with a second open of it)
+    with open_hdf5(str(path)) as f:
+        assert f.id.get_access_plist().get_cache()[2] == 8 * 1024 * 1024

@@ -4,6 +4,13 @@ A data loader forks workers (or pickles the source into them). h5py handles must
 :class:`HandlePool` notices a new process id and starts afresh, and pickles without its handles.
 At most ``max_open`` files stay open (least recently used closed first); dataset objects are cached
 per open file, since looking one up costs more than reading a small row.
+
+The pool's files have no chunk cache (``rdcc_nbytes=0``): a training sample reads one frame of each
+camera, one chunk each (the recordings chunk by step), and the next sample almost never wants the same
+chunk, while h5py keeps up to 8 MiB of chunks per open dataset by default. Across the thousands of datasets of a
+suite's recording that grew a data-loader worker to 9.4 GB (killed for memory at step 7,950 of
+libero_spatial_suite's training); without it the worker stays flat and reads a sample faster
+(docs/BENCHMARKS.md, "Training data").
 """
 
 from __future__ import annotations
@@ -15,10 +22,11 @@ from typing import Any
 import h5py
 
 
-def open_hdf5(path: str) -> h5py.File:
-    """``h5py.File(path, "r")``; a missing, truncated or corrupted file raises ``ValueError`` naming it."""
+def open_hdf5(path: str, chunk_cache_bytes: int | None = None) -> h5py.File:
+    """``h5py.File(path, "r")``; a missing, truncated or corrupted file raises ``ValueError`` naming it.
+    ``chunk_cache_bytes``: each dataset's chunk cache (None: h5py's default, 8 MiB)."""
     try:
-        return h5py.File(path, "r")
+        return h5py.File(path, "r", rdcc_nbytes=chunk_cache_bytes)
     except FileNotFoundError as exc:
         raise ValueError(f"{path}: no such file") from exc
     except OSError as exc:
@@ -45,7 +53,7 @@ class HandlePool:
         if f is not None:
             self._files.move_to_end(path)
             return f
-        f = open_hdf5(path)
+        f = open_hdf5(path, chunk_cache_bytes=0)  # random frames: a chunk cache only grows (module doc)
         self._files[path] = f
         self._datasets[path] = {}
         while len(self._files) > self.max_open:
