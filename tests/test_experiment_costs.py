@@ -15,6 +15,19 @@ def _train_log(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+def _episode(trial: int, seconds: float) -> dict:
+    return {
+        "suite": "libero_mem",
+        "task_id": 2,
+        "task": "t",
+        "trial": trial,
+        "success": False,
+        "steps": 9,
+        "seconds": seconds,
+        "error": None,
+    }
+
+
 def test_a_trainings_hours_count_each_kept_step_once_and_its_episodes_seconds_add_up(tmp_path):
     log = tmp_path / "train" / "current" / "train_log.jsonl"
     # 10 steps of 16 samples at 16/s, a val row, 10 more at 8/s; then a kill: 10 steps past the resume point
@@ -33,7 +46,7 @@ def test_a_trainings_hours_count_each_kept_step_once_and_its_episodes_seconds_ad
         fh.write('{"step": 40, "loss"')  # a line cut by a kill
     eps = tmp_path / "val" / "current" / "step_20" / "episodes.jsonl"
     eps.parent.mkdir(parents=True)
-    eps.write_text("".join(json.dumps({"trial": i, "success": False, "seconds": 900.0}) + "\n" for i in range(3)))
+    eps.write_text("".join(json.dumps(_episode(i, 900.0)) + "\n" for i in range(3)) + '{"trial": 3, "succ')
     costs = stage_costs(tmp_path)
     assert costs["stages"]["train/current"] == {"kind": "train", "steps": 30, "hours": round((10 + 20 + 40) / 3600, 3)}
     assert costs["stages"]["val/current/step_20"] == {"kind": "rollout", "episodes": 3, "hours": 0.75}
@@ -45,7 +58,7 @@ def test_results_json_carries_the_costs_of_what_ran_under_the_root(tmp_path, mon
     root = tmp_path / "r"
     eps = root / "rec" / "episodes.jsonl"
     eps.parent.mkdir(parents=True)
-    eps.write_text(json.dumps({"trial": 0, "success": True, "seconds": 36.0}) + "\n")
+    eps.write_text(json.dumps(_episode(0, 36.0)) + "\n")
     res = cli.run(load("libero_object_oft", {"steps": 8}), "table", root, ledger_path=tmp_path / "uses.jsonl")
     assert res["costs"]["stages"] == {"rec": {"kind": "rollout", "episodes": 1, "hours": 0.01}}
     assert json.loads((root / "results.json").read_text())["costs"] == res["costs"]

@@ -17,8 +17,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from vla.eval.store import read_episodes
 
-def _rows(path: Path) -> list[dict]:
+
+def _log_rows(path: Path) -> list[dict]:
+    """A training log's rows; a line cut by a kill is skipped."""
     rows = []
     for line in path.read_text().splitlines():
         try:
@@ -31,7 +34,7 @@ def _rows(path: Path) -> list[dict]:
 def train_cost(log: Path) -> dict:
     """Steps and hours of one training, from its ``train_log.jsonl``."""
     seconds, last = 0.0, 0
-    steps = sorted((r for r in _rows(log) if r.get("samples_per_s")), key=lambda r: int(r["step"]))
+    steps = sorted((r for r in _log_rows(log) if r.get("samples_per_s")), key=lambda r: int(r["step"]))
     for r in steps:
         step = int(r["step"])
         samples = (step - last) * sum(r.get("rank_samples") or [0])
@@ -42,7 +45,7 @@ def train_cost(log: Path) -> dict:
 
 def rollout_cost(episodes: Path) -> dict:
     """Episodes and worker-hours of one rollout, from its ``episodes.jsonl``."""
-    rows = _rows(episodes)
+    rows = read_episodes(episodes)  # its finished episodes, as every reader of a rollout counts them
     seconds = sum(float(r.get("seconds") or 0.0) for r in rows)
     return {"kind": "rollout", "episodes": len(rows), "hours": round(seconds / 3600, 3)}
 
