@@ -126,3 +126,54 @@ def test_the_curves_find_every_arm_a_linked_one_included(tmp_path):
     (tmp_path / "c" / "train").mkdir(parents=True)
     (tmp_path / "c" / "train" / "train_log.jsonl").write_text("{}\n")  # one run at the top (libero)
     assert list(train_logs(tmp_path / "c")) == ["policy"]
+
+
+def _scored(root, arm: str, rates: dict[int, float | None]) -> None:
+    """``root``'s arm with a checkpoint per step of ``rates`` and each one's val summary (None: val not
+    finished for it)."""
+    import json
+
+    for step, rate in rates.items():
+        (root / "train" / arm / "checkpoints" / f"step_{step}").mkdir(parents=True)
+        out = root / "val" / arm / f"step_{step}"
+        out.mkdir(parents=True)
+        done = rate is not None
+        (out / "summary.json").write_text(json.dumps({"success_rate": rate or 0.0, "complete": done}))
+
+
+def test_init_from_an_experiment_starts_each_arm_from_the_checkpoint_that_experiment_chose(tmp_path, monkeypatch):
+    """``init_from: experiment:NAME`` (issue 49's next attempt: libero_mem from the suite's policy): each arm
+    trains from the checkpoint NAME chose on val for the arm of the same name (its best; ties: the later),
+    ``experiment:NAME/ARM`` from that one arm's; an unfinished val or a missing arm stops the run before
+    any training, saying which command to run. The commands are captured, not run."""
+    import pytest
+
+    from vla.experiment import libero_suite as suite_module
+
+    other = tmp_path / "suite"
+    _scored(other, "policy", {1000: 0.2, 2000: 0.4, 3000: 0.4, 4000: 0.1})
+    _scored(other, "shuffled", {1000: 0.1, 2000: 0.0})
+    seen: list[list[str]] = []
+    monkeypatch.setattr(suite_module, "run", lambda cmd, log, *a, **k: seen.append(cmd))
+    base = dict(
+        root=str(tmp_path / "next"), stage="train", arms=[], tasks=[0, 1], suite="libero_spatial", demos=1,
+        val_demos=0, record_first=0, arm_init_noise=0.0, workers=1, select="val", val_first=1000, val_trials=1,
+    )  # fmt: skip
+
+    def inits(init_from: str) -> dict[str, str]:
+        seen.clear()
+        suite_module.libero_suite(_args(**base, init_from=init_from))
+        trains = {c[-1].split("/")[-1]: c for c in seen if c[0].endswith("vla-train")}
+        return {arm: next(x for x in c if x.startswith("train.init_from=")) for arm, c in trains.items()}
+
+    ck = other / "train"
+    assert inits("experiment:suite") == {
+        "policy": f"train.init_from={ck / 'policy' / 'checkpoints' / 'step_3000'}",
+        "shuffled": f"train.init_from={ck / 'shuffled' / 'checkpoints' / 'step_1000'}",
+    }
+    assert set(inits("experiment:suite/policy").values()) == {f"train.init_from={ck / 'policy/checkpoints/step_3000'}"}
+    _scored(other, "policy", {5000: None})  # a checkpoint val has not finished
+    with pytest.raises(SystemExit, match="step_5000 is not scored on val yet; run vla-experiment suite stage=select"):
+        inits("experiment:suite/policy")
+    with pytest.raises(SystemExit, match="has no checkpoint"):
+        inits("experiment:suite/frames")

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 BIN = Path(sys.executable).parent
 
@@ -110,9 +111,9 @@ def rollout(a, args: list[str], out: Path, log: Path) -> None:
 
 
 def demo_training(a, demos: Path, policy: list[str]) -> list[str]:
-    """What every arm of a LIBERO proof trains with (the arm adds its inputs): the tiny backbone, ``policy``
-    (its recipe's overrides), the recorded demonstrations in ``demos`` (a tenth of the episodes for the
-    val loss), the shared budget, and the recipe's starting weights if any."""
+    """What every arm of a LIBERO proof trains with (the arm adds its inputs and its starting weights,
+    :func:`starting_weights`): the tiny backbone, ``policy`` (its recipe's overrides), the recorded
+    demonstrations in ``demos`` (a tenth of the episodes for the val loss) and the shared budget."""
     files = ",".join(str(p) for p in sorted(Path(demos).glob("*_demo.hdf5")))
     return [
         "model=tiny_qwen2_5_vl",
@@ -121,8 +122,46 @@ def demo_training(a, demos: Path, policy: list[str]) -> list[str]:
         f"data.paths=[{files}]",
         "data.val_fraction=0.1",
         *budget(a, batch=16, val_every=max(1, a.steps // 10)),
-        *([f"train.init_from={a.init_from}"] if a.init_from else []),
     ]
+
+
+EXPERIMENT = "experiment:"  # init_from: another experiment's chosen checkpoint
+
+
+def starting_weights(a, R: Path, arm: str | None = None) -> list[str]:
+    """``train.init_from`` of ``arm`` (``[]`` without the recipe's ``init_from``): a checkpoint's path as
+    given, or ``experiment:NAME[/ARM]``: the checkpoint experiment NAME (a sibling of ``R``) chose for its
+    arm ARM (default: ``arm``, the same arm), as its own selection chose it -- on val, or its last with
+    ``select: final``. Its val must be complete: a choice among part of the checkpoints is no choice."""
+    if not a.init_from:
+        return []
+    if not a.init_from.startswith(EXPERIMENT):
+        return [f"train.init_from={a.init_from}"]
+    return [f"train.init_from={chosen_checkpoint(R.parent, a.init_from[len(EXPERIMENT) :], arm)}"]
+
+
+def chosen_checkpoint(experiments: Path, ref: str, arm: str | None) -> Path:
+    """The checkpoint ``ref`` (``NAME[/ARM]``) names under ``experiments``; see :func:`starting_weights`."""
+    name, _, other = ref.partition("/")
+    other = other or arm
+    say = f"init_from={EXPERIMENT}{ref}"
+    if not name or not other:
+        raise SystemExit(f"{say}: name the experiment and its arm (experiment:NAME/ARM)")
+    root = experiments / name
+    cks = checkpoints(root / "train" / other)
+    if not cks:
+        raise SystemExit(f"{say}: {root / 'train' / other} has no checkpoint; run vla-experiment {name} first")
+    recipe = root / "recipe.json"
+    select = json.loads(recipe.read_text())["options"].get("select", "val") if recipe.exists() else "val"
+    scores = {}
+    for ck in cks:
+        out = root / "val" / other / ck.name
+        done = (out / "summary.json").exists() and summary(out).get("complete")
+        if select == "val" and not done:
+            raise SystemExit(f"{say}: {ck.name} is not scored on val yet; run vla-experiment {name} stage=select")
+        scores[ck.name] = summary(out)["success_rate"] if done else 0.0
+    best = choose(SimpleNamespace(select=select), root / "train" / other, scores, lambda k: scores[k] or 0)
+    return root / "train" / other / "checkpoints" / best
 
 
 def val_scores(a, R: Path, arm: str, env: list[str]) -> dict[str, float]:

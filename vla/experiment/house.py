@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .common import BIN, HOUSE_MEMORY, budget, checkpoints, doing, only, run, summary
+from .common import BIN, HOUSE_MEMORY, budget, checkpoints, doing, only, run, starting_weights, summary
 
 ARMS = {"memory": ["policy=house_memory", f"data.memory={HOUSE_MEMORY}"], "no_memory": ["policy=house"]}
 NAVIGATOR = "{initial_turns: 0, replan_every: 1, switch_margin_m: 0.0}"  # decides on its map, every step
@@ -145,7 +145,7 @@ def train_args(recipe: str, chunk: int, proprio: str | None = None) -> list[str]
 def _round(a, R: Path, env: list[str], common: list[str], arm: str, extra: list[str], r: int) -> None:
     """Round ``r`` of one arm: (r > 0) the previous learner's DAgger rollouts, then training on all data."""
     data = [R / "demos"] + [R / "dagger" / arm / f"round{i}" for i in range(1, r + 1)]
-    init = [f"train.init_from={a.init_from}"] if a.init_from else []  # round 0: a stage-1 backbone, if given
+    init = starting_weights(a, R, arm)  # round 0: a stage-1 backbone, if given
     if r > 0:
         learner = _final(R, arm, r - 1)
         if learner is None:

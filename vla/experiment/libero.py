@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import BIN, checkpoints, demo_training, doing, record_demos, run, summary
+from .common import BIN, checkpoints, demo_training, doing, record_demos, run, starting_weights, summary
 
 
 RECIPES = {
@@ -36,9 +36,9 @@ def libero(a) -> dict:
     if doing(a, "record"):
         record_demos(a, R, [*env, *sampled])  # never the official states the test uses
     # the merged files; a tenth of the episodes held out for the val loss (by id hash: 6 of the 56 recorded)
-    common = demo_training(a, R / "demos", RECIPES[a.recipe])  # init_from: stage 2 of spatial tuning
+    common = demo_training(a, R / "demos", RECIPES[a.recipe])
     if doing(a, "train"):
-        run([str(BIN / "vla-train"), *common, f"out={R / 'train'}"], R / "logs/train.log")
+        run([str(BIN / "vla-train"), *common, *starting_weights(a, R), f"out={R / 'train'}"], R / "logs/train.log")
     agents = {name: ["agent=vla", *(f"agent.{kv}" for kv in kvs.split(",") if kv)] for name, kvs in _agents(a)}
     results: dict = {"recipe": a.recipe, "suite": a.suite, "task": a.task, "val": {}, "test": {}}
     if a.stage in ("all", "select", "test", "table") and a.select == "val":

@@ -31,7 +31,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import BIN, choose, demo_training, doing, only, record_demos, rollout, run, val_scores
+from .common import (
+    BIN,
+    choose,
+    demo_training,
+    doing,
+    only,
+    record_demos,
+    rollout,
+    run,
+    starting_weights,
+    val_scores,
+)
 from .tables import read_rows, success_table
 
 CAMERAS = ("agentview", "wrist")  # what the recording holds; the policy's cameras are some of them
@@ -95,7 +106,10 @@ def libero_mem(a) -> dict:
         for arm, extra in chosen.items():
             out = R / "train" / arm
             cache = [f"data.cache_dir={source.parent / 'memory_cache'}"] if arm == "map" else []
-            run([str(BIN / "vla-train"), *common, *extra, *cache, f"out={out}"], R / f"logs/train_{arm}.log")
+            run(
+                [str(BIN / "vla-train"), *common, *starting_weights(a, R, arm), *extra, *cache, f"out={out}"],
+                R / f"logs/train_{arm}.log",
+            )
     results: dict = {"val": {}, "test": {}}
     for arm in chosen:
         rollout_env = [*env, *(sensed if arm == "map" else plain)]

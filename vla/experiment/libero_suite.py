@@ -31,7 +31,18 @@ from pathlib import Path
 
 from envs.libero.perturb import FACTORS
 
-from .common import BIN, choose, demo_training, doing, only, record_demos, rollout, run, val_scores
+from .common import (
+    BIN,
+    choose,
+    demo_training,
+    doing,
+    only,
+    record_demos,
+    rollout,
+    run,
+    starting_weights,
+    val_scores,
+)
 from .libero import RECIPES
 from .tables import read_rows, success_table
 
@@ -58,7 +69,10 @@ def libero_suite(a) -> dict:
     common = demo_training(a, R / "demos", RECIPES["oft"])
     if doing(a, "train"):
         for arm, extra in chosen.items():
-            run([str(BIN / "vla-train"), *common, *extra, f"out={R / 'train' / arm}"], R / f"logs/train_{arm}.log")
+            run(
+                [str(BIN / "vla-train"), *common, *starting_weights(a, R, arm), *extra, f"out={R / 'train' / arm}"],
+                R / f"logs/train_{arm}.log",
+            )
     results: dict = {"val": {}, "test": {}, "language": {}, "perturb": {}}
     for arm in chosen:
         val = [*env, *sampled, f"eval.first_trial={a.val_first}", f"eval.trials_per_task={a.val_trials}"]

@@ -73,7 +73,8 @@ class Options:
     checkpoints: int = 4  # checkpoints per arm (every steps/N), chosen on val
     arms: list[str] = field(default_factory=list)  # house, gst: the arms run (default: memory and no_memory)
     train_embeddings: bool = False  # the whole embedding matrix trains, not only the action rows
-    init_from: str | None = None  # libero, house: start from these weights (a stage-1 checkpoint)
+    # libero, house, libero_mem, libero_suite: the starting weights: a checkpoint's path, or experiment:NAME[/ARM]
+    init_from: str | None = None  # (that experiment's chosen checkpoint of ARM; default: the same arm)
     workers: int = 1  # rollout worker processes (execution only)
     # house
     scenes: int = 80  # train apartments recorded (2 episodes each)
