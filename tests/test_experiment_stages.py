@@ -144,8 +144,8 @@ def _scored(root, arm: str, rates: dict[int, float | None]) -> None:
 def test_init_from_an_experiment_starts_each_arm_from_the_checkpoint_that_experiment_chose(tmp_path, monkeypatch):
     """``init_from: experiment:NAME`` (issue 49's next attempt: libero_mem from the suite's policy): each arm
     trains from the checkpoint NAME chose on val for the arm of the same name (its best; ties: the later),
-    ``experiment:NAME/ARM`` from that one arm's; an unfinished val or a missing arm stops the run before
-    any training, saying which command to run. The commands are captured, not run."""
+    ``experiment:NAME/ARM`` from that one arm's, ``@final`` from the last; an unfinished val or a missing
+    arm stops the run before any training, saying which command to run. The commands are captured, not run."""
     import pytest
 
     from vla.experiment import libero_suite as suite_module
@@ -172,8 +172,39 @@ def test_init_from_an_experiment_starts_each_arm_from_the_checkpoint_that_experi
         "shuffled": f"train.init_from={ck / 'shuffled' / 'checkpoints' / 'step_1000'}",
     }
     assert set(inits("experiment:suite/policy").values()) == {f"train.init_from={ck / 'policy/checkpoints/step_3000'}"}
+    assert set(inits("experiment:suite@final").values()) == {  # the last of each arm: a longer training continued
+        f"train.init_from={ck / 'policy/checkpoints/step_4000'}",
+        f"train.init_from={ck / 'shuffled/checkpoints/step_2000'}",
+    }
     _scored(other, "policy", {5000: None})  # a checkpoint val has not finished
     with pytest.raises(SystemExit, match="step_5000 is not scored on val yet; run vla-experiment suite stage=select"):
         inits("experiment:suite/policy")
     with pytest.raises(SystemExit, match="has no checkpoint"):
         inits("experiment:suite/frames")
+    with pytest.raises(SystemExit, match="optionally @final"):
+        inits("experiment:suite@best")
+
+
+def test_demos_from_trains_on_another_experiments_recording_and_records_nothing(tmp_path, monkeypatch):
+    """``demos_from: NAME`` (a longer training or a variant of NAME): nothing is recorded, every arm trains
+    on NAME's demonstration files, and a run before NAME's recording stops saying which to run first."""
+    import pytest
+
+    from vla.experiment import libero_suite as suite_module
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(suite_module, "run", lambda cmd, log, *a, **k: seen.append(cmd))
+    monkeypatch.setattr(common, "run", lambda cmd, log, *a, **k: seen.append(cmd))  # record_demos's
+    base = dict(
+        root=str(tmp_path / "longer"), stage="select", arms=[], tasks=[0], suite="libero_spatial", demos=1,
+        val_demos=0, record_first=0, arm_init_noise=0.0, workers=1, select="final", val_first=1000, val_trials=1,
+        init_from=None, demos_from="suite", steps=8, checkpoints=1,
+    )  # fmt: skip
+    with pytest.raises(SystemExit, match="no demonstrations in .*suite/demos: run vla-experiment suite stage=record"):
+        suite_module.libero_suite(Namespace(**{**vars(_args()), **base}))
+    (tmp_path / "suite" / "demos").mkdir(parents=True)
+    (tmp_path / "suite" / "demos" / "task_demo.hdf5").touch()
+    suite_module.libero_suite(Namespace(**{**vars(_args()), **base}))
+    assert not any(c[0].endswith("vla-rollout") for c in seen)  # nothing recorded
+    trains = [c for c in seen if c[0].endswith("vla-train")]
+    assert len(trains) == 2 and all(f"data.paths=[{tmp_path / 'suite/demos/task_demo.hdf5'}]" in c for c in trains)

@@ -55,6 +55,20 @@ def record_demos(a, R: Path, env: list[str]) -> None:
     )
 
 
+def demonstrations(a, R: Path, env: list[str]) -> Path:
+    """Where the arms' demonstrations are, recorded first where that is the run's stage
+    (:func:`record_demos`, under ``env``): ``R/demos``, or with ``demos_from`` another experiment's recording
+    of the same tasks and states (a variant or a longer training of it), nothing recorded here."""
+    if not getattr(a, "demos_from", None):
+        if doing(a, "record"):
+            record_demos(a, R, env)
+        return R / "demos"
+    source = R.parent / a.demos_from / "demos"
+    if doing(a, "train") and not any(source.glob("*_demo.hdf5")):
+        raise SystemExit(f"no demonstrations in {source}: run vla-experiment {a.demos_from} stage=record first")
+    return source
+
+
 def summary(out: Path) -> dict:
     return json.loads((out / "summary.json").read_text())
 
@@ -130,9 +144,10 @@ EXPERIMENT = "experiment:"  # init_from: another experiment's chosen checkpoint
 
 def starting_weights(a, R: Path, arm: str | None = None) -> list[str]:
     """``train.init_from`` of ``arm`` (``[]`` without the recipe's ``init_from``): a checkpoint's path as
-    given, or ``experiment:NAME[/ARM]``: the checkpoint experiment NAME (a sibling of ``R``) chose for its
-    arm ARM (default: ``arm``, the same arm), as its own selection chose it -- on val, or its last with
-    ``select: final``. Its val must be complete: a choice among part of the checkpoints is no choice."""
+    given, or ``experiment:NAME[/ARM][@final]``: the checkpoint experiment NAME (a sibling of ``R``) chose
+    for its arm ARM (default: ``arm``, the same arm), as its own selection chose it -- on val, or its last
+    with ``select: final``; with ``@final`` its last (a longer training continued from where that one
+    ended). Its val must be complete: a choice among part of the checkpoints is no choice."""
     if not a.init_from:
         return []
     if not a.init_from.startswith(EXPERIMENT):
@@ -141,26 +156,28 @@ def starting_weights(a, R: Path, arm: str | None = None) -> list[str]:
 
 
 def chosen_checkpoint(experiments: Path, ref: str, arm: str | None) -> Path:
-    """The checkpoint ``ref`` (``NAME[/ARM]``) names under ``experiments``; see :func:`starting_weights`."""
+    """The checkpoint ``ref`` (``NAME[/ARM][@final]``) names under ``experiments``; see :func:`starting_weights`."""
+    say = f"init_from={EXPERIMENT}{ref}"
+    ref, _, which = ref.partition("@")
     name, _, other = ref.partition("/")
     other = other or arm
-    say = f"init_from={EXPERIMENT}{ref}"
-    if not name or not other:
-        raise SystemExit(f"{say}: name the experiment and its arm (experiment:NAME/ARM)")
+    if not name or not other or which not in ("", "final"):
+        raise SystemExit(f"{say}: name the experiment, its arm and optionally @final (experiment:NAME/ARM@final)")
     root = experiments / name
     cks = checkpoints(root / "train" / other)
     if not cks:
         raise SystemExit(f"{say}: {root / 'train' / other} has no checkpoint; run vla-experiment {name} first")
     recipe = root / "recipe.json"
     select = json.loads(recipe.read_text())["options"].get("select", "val") if recipe.exists() else "val"
+    if which or select == "final":
+        return cks[-1]
     scores = {}
     for ck in cks:
         out = root / "val" / other / ck.name
-        done = (out / "summary.json").exists() and summary(out).get("complete")
-        if select == "val" and not done:
+        if not (out / "summary.json").exists() or not summary(out).get("complete"):
             raise SystemExit(f"{say}: {ck.name} is not scored on val yet; run vla-experiment {name} stage=select")
-        scores[ck.name] = summary(out)["success_rate"] if done else 0.0
-    best = choose(SimpleNamespace(select=select), root / "train" / other, scores, lambda k: scores[k] or 0)
+        scores[ck.name] = summary(out)["success_rate"]
+    best = choose(SimpleNamespace(select="val"), root / "train" / other, scores, lambda k: scores[k] or 0)
     return root / "train" / other / "checkpoints" / best
 
 

@@ -35,9 +35,9 @@ from .common import (
     BIN,
     choose,
     demo_training,
+    demonstrations,
     doing,
     only,
-    record_demos,
     rollout,
     run,
     starting_weights,
@@ -94,12 +94,7 @@ def libero_mem(a) -> dict:
     noise = [f"env.arm_init_noise={a.arm_init_noise}"] if a.arm_init_noise else []
     sensed = ["env.depth=true", "env.segmentation=true"]  # what the map arm's memory fuses
     plain = ["env.depth=false", "env.segmentation=false"]
-    source = R.parent / a.demos_from / "demos" if a.demos_from else R / "demos"
-    if a.demos_from:  # another libero_mem experiment's recording (same tasks and states): nothing recorded here
-        if doing(a, "train") and not any(source.glob("*_demo.hdf5")):
-            raise SystemExit(f"no demonstrations in {source}: run vla-experiment {a.demos_from} stage=record first")
-    elif doing(a, "record"):
-        record_demos(a, R, [*recorded, *noise, *sensed])
+    source = demonstrations(a, R, [*recorded, *noise, *sensed])
     chosen = only(a, arms(a.history, a.cameras))
     common = demo_training(a, source, ["policy=libero_oft"])
     if doing(a, "train"):

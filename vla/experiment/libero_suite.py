@@ -10,7 +10,9 @@ recorded); two arms train on the same demonstrations and budget:
   (``data.instructions=shuffled``): the control that says how far a policy gets without the language
   (libero_spatial's tasks share their objects and differ in which bowl the instruction names).
 
-Each arm's checkpoints are scored on val (sampled states ``val_first ..``, ``val_trials`` per task),
+With ``demos_from`` another suite experiment's recording is trained on, and with ``init_from``
+(``experiment:NAME@final``) each arm continues from that experiment's last weights of the same arm: a
+longer training of it, under a second warm-up and cosine. Each arm's checkpoints are scored on val (sampled states ``val_first ..``, ``val_trials`` per task),
 the best is tested once on the suite's official init states (``test_trials`` per task: 50, OpenVLA's
 protocol). On the
 same test set, once, for the chosen checkpoints:
@@ -35,9 +37,9 @@ from .common import (
     BIN,
     choose,
     demo_training,
+    demonstrations,
     doing,
     only,
-    record_demos,
     rollout,
     run,
     starting_weights,
@@ -63,10 +65,9 @@ def libero_suite(a) -> dict:
         f"eval.tasks={tasks}",
     ]
     sampled = ["env.init_states=sampled", *([f"env.arm_init_noise={a.arm_init_noise}"] if a.arm_init_noise else [])]
-    if doing(a, "record"):
-        record_demos(a, R, [*env, *sampled])  # never the official states the test uses
+    source = demonstrations(a, R, [*env, *sampled])  # never the official states the test uses
     chosen = only(a, ARMS)
-    common = demo_training(a, R / "demos", RECIPES["oft"])
+    common = demo_training(a, source, RECIPES["oft"])
     if doing(a, "train"):
         for arm, extra in chosen.items():
             run(

@@ -54,7 +54,8 @@ READS: dict[str, tuple[str, ...]] = {
                    "arm_init_noise", "val_first", "val_trials", "test_first", "test_trials", "history",
                    "profiles", "cameras", "demos_from"),
     "libero_suite": (*_TRAINED, "arms", "init_from", "suite", "tasks", "demos", "val_demos", "record_first",
-                     "arm_init_noise", "val_first", "val_trials", "test_trials", "language_trials", "perturb_trials"),
+                     "arm_init_noise", "val_first", "val_trials", "test_trials", "language_trials", "perturb_trials",
+                     "demos_from"),
     "detector": ("train_scenes", "val_scenes", "test_scenes", "epochs", "profiles", "gst_every"),
     "spatial": (*_TRAINED, "train_scenes", "val_scenes", "test_scenes", "views", "spatial_tasks", "per_view"),
 }  # fmt: skip
@@ -118,7 +119,7 @@ class Options:
     test_first: int = 2000  # first sampled init state of the test rollouts
     test_trials: int = 50  # test rollouts per task
     history: int = 4  # the frames arm's earlier frames (policy.inputs.history)
-    demos_from: str | None = None  # another libero_mem experiment whose recording this one trains on
+    demos_from: str | None = None  # libero_mem, libero_suite: another experiment whose recording this one trains on
     # the policy's cameras (the frames and the map: from the first); recorded: always both
     cameras: list[str] = field(default_factory=lambda: ["agentview", "wrist"])
     # libero_suite (suite, tasks, demos, val_demos, record_first, arm_init_noise, val_first, val_trials too)
