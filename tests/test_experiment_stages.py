@@ -1,6 +1,7 @@
 """The experiments' shared training budget (vla/experiment/common.budget) as vla-train reads it, and what
 the house experiment passes to its rounds (its commands captured, not run)."""
 
+import json
 from argparse import Namespace
 
 from vla.config import compose
@@ -131,8 +132,6 @@ def test_the_curves_find_every_arm_a_linked_one_included(tmp_path):
 def _scored(root, arm: str, rates: dict[int, float | None]) -> None:
     """``root``'s arm with a checkpoint per step of ``rates`` and each one's val summary (None: val not
     finished for it)."""
-    import json
-
     for step, rate in rates.items():
         (root / "train" / arm / "checkpoints" / f"step_{step}").mkdir(parents=True)
         out = root / "val" / arm / f"step_{step}"
@@ -208,3 +207,15 @@ def test_demos_from_trains_on_another_experiments_recording_and_records_nothing(
     assert not any(c[0].endswith("vla-rollout") for c in seen)  # nothing recorded
     trains = [c for c in seen if c[0].endswith("vla-train")]
     assert len(trains) == 2 and all(f"data.paths=[{tmp_path / 'suite/demos/task_demo.hdf5'}]" in c for c in trains)
+
+
+def test_a_rollouts_rows_leave_out_a_line_still_being_written(tmp_path):
+    """``stage=table`` while a test rollout runs (or after a kill) reads the finished episodes and leaves
+    out the line being written, rather than failing on it."""
+    from vla.experiment.tables import read_rows, success_table
+
+    rows = [{"task_id": 0, "trial": i, "success": i == 0, "failed_stage": "pick bowl"} for i in range(2)]
+    (tmp_path / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"task_id": 0, "tri')
+    assert read_rows(tmp_path) == rows and success_table(read_rows(tmp_path))["episodes"] == 2
+    (tmp_path / "episodes.jsonl").write_text(json.dumps(rows[0]))  # complete JSON, but no newline yet
+    assert read_rows(tmp_path) == []

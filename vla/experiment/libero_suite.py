@@ -12,10 +12,10 @@ recorded); two arms train on the same demonstrations and budget:
 
 With ``demos_from`` another suite experiment's recording is trained on, and with ``init_from``
 (``experiment:NAME@final``) each arm continues from that experiment's last weights of the same arm: a
-longer training of it, under a second warm-up and cosine. Each arm's checkpoints are scored on val (sampled states ``val_first ..``, ``val_trials`` per task),
-the best is tested once on the suite's official init states (``test_trials`` per task: 50, OpenVLA's
-protocol). On the
-same test set, once, for the chosen checkpoints:
+longer training of it, under a second warm-up and cosine. Each arm's checkpoints are scored on val
+(sampled states ``val_first ..``, ``val_trials`` per task), the best is tested once on the suite's
+official init states (``test_trials`` per task: 50, OpenVLA's protocol). On the same test set, once, for
+the chosen checkpoints:
 
 * the language check: each scene with the instruction of the task whose bowl stands there as the
   other bowl (``env.instruction=distractor``, official states ``0 .. language_trials-1``), beside the

@@ -21,11 +21,20 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def read_rows(out: Path) -> list[dict]:
-    """A rollout's episode rows (none when it has not run)."""
+    """A rollout's episode rows (none when it has not run); a line still being written (``stage=table``
+    while the rollout runs) or cut by a kill is not a row yet."""
     path = Path(out) / "episodes.jsonl"
     if not path.exists():
         return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    rows = []
+    for line in path.read_text().splitlines(keepends=True):
+        if not line.endswith("\n"):
+            continue
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue
+    return rows
 
 
 def success_table(rows: list[dict]) -> dict:
