@@ -1,0 +1,47 @@
+"""scripts/suite_table.py: a libero_suite experiment's tables from its results.json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import load_script
+from vla.experiment.libero_suite import language_table
+from vla.experiment.tables import success_table
+
+
+def _rows(successes: dict[int, int], n: int = 4, goal: str = "bowl_1") -> list[dict]:
+    rows = []
+    for t, k in successes.items():
+        for i in range(n):
+            ok = i < k
+            rows.append({"task_id": t, "trial": i, "success": ok, "took": goal if ok else "",
+                         "goal_object": goal, **({} if ok else {"failed_stage": "pick bowl_1"})})  # fmt: skip
+    return rows
+
+
+def test_the_tables_say_each_arms_successes_the_language_check_and_each_factor(tmp_path, capsys):
+    root = tmp_path / "suite"
+    (root / "test" / "policy").mkdir(parents=True)
+    (root / "test" / "policy" / "plan.json").write_text(json.dumps({"tasks": {"0": "pick_a", "1": "pick_b"}}))
+    own = root / "test" / "policy"
+    (own / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows({0: 3, 1: 1})))
+    swapped = tmp_path / "swapped"
+    swapped.mkdir()
+    (swapped / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows({0: 0, 1: 0})))
+    res = {
+        "test": {"policy": success_table(_rows({0: 3, 1: 1})), "shuffled": success_table(_rows({0: 1, 1: 0}))},
+        "language": {"policy": language_table(own, swapped, 4)},
+        "perturb": {"camera_1": 0.25, "camera_2": 0.0},
+    }
+    (root / "results.json").write_text(json.dumps(res))
+    load_script("suite_table").main([str(root)])
+    out = capsys.readouterr().out
+    assert "| 0 pick_a | 3/4 [30, 95] | 1/4 [5, 70] | 1 pick bowl_1 |" in out
+    assert "| all | **4/8** (50.0 %) [22, 78] | **1/8** (12.5 %) [2, 47] | |" in out
+    assert "| all | 4/8 (named 4, other 0, none 4) | 0/8 (named 0, other 0, none 8) |" in out
+    assert "| camera | 25.0 | 0.0 | 50.0 |" in out and "| light | - | - | 50.0 |" in out
+    assert "| OpenVLA-OFT | 56.4 | 31.9 | 79.5 | 69.6 |" in out
+    with pytest.raises(SystemExit, match="stage=table first"):
+        load_script("suite_table").main([str(tmp_path / "none")])
