@@ -219,3 +219,22 @@ def test_a_rollouts_rows_leave_out_a_line_still_being_written(tmp_path):
     assert read_rows(tmp_path) == rows and success_table(read_rows(tmp_path))["episodes"] == 2
     (tmp_path / "episodes.jsonl").write_text(json.dumps(rows[0]))  # complete JSON, but no newline yet
     assert read_rows(tmp_path) == []
+
+
+def test_a_checkpoint_deleted_after_its_val_keeps_its_score_and_its_place_in_the_choice(tmp_path):
+    """Unchosen checkpoints may be deleted to free the disk once val has scored them: the val table keeps
+    their rows (``stage=table``), and an experiment started from the val choice is refused when the
+    deleted one was the best, rather than silently started from the second best."""
+    import shutil
+
+    import pytest
+
+    other = tmp_path / "suite"
+    _scored(other, "policy", {1000: 0.5, 2000: 0.2, 3000: 0.1})
+    shutil.rmtree(other / "train" / "policy" / "checkpoints" / "step_2000")
+    a = _args(select="val", stage="table", workers=1)
+    assert common.val_scores(a, other, "policy", []) == {"step_1000": 0.5, "step_2000": 0.2, "step_3000": 0.1}
+    assert common.chosen_checkpoint(tmp_path, "suite/policy", None).name == "step_1000"
+    shutil.rmtree(other / "train" / "policy" / "checkpoints" / "step_1000")
+    with pytest.raises(SystemExit, match="step_1000, suite's val choice for policy, was deleted"):
+        common.chosen_checkpoint(tmp_path, "suite/policy", None)

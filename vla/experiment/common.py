@@ -177,13 +177,17 @@ def chosen_checkpoint(experiments: Path, ref: str, arm: str | None) -> Path:
         if not (out / "summary.json").exists() or not summary(out).get("complete"):
             raise SystemExit(f"{say}: {ck.name} is not scored on val yet; run vla-experiment {name} stage=select")
         scores[ck.name] = summary(out)["success_rate"]
+    scores.update(deleted_scores(root / "val" / other, scores))  # a checkpoint deleted after its val competes
     best = choose(SimpleNamespace(select="val"), root / "train" / other, scores, lambda k: scores[k] or 0)
+    if not (root / "train" / other / "checkpoints" / best).is_dir():
+        raise SystemExit(f"{say}: {best}, {name}'s val choice for {other}, was deleted")
     return root / "train" / other / "checkpoints" / best
 
 
 def val_scores(a, R: Path, arm: str, env: list[str]) -> dict[str, float]:
     """Each checkpoint of ``arm`` rolled out on val (``env``: the rollout's overrides with the val states)
-    and its success rate; with ``stage=table`` or ``select: final``, only what is there."""
+    and its success rate; with ``stage=table`` or ``select: final``, only what is there. A checkpoint
+    deleted after its val finished (to free the disk) keeps its score."""
     scores: dict[str, float] = {}
     if a.select != "val" or a.stage not in ("all", "select", "test", "table"):
         return scores
@@ -193,7 +197,18 @@ def val_scores(a, R: Path, arm: str, env: list[str]) -> dict[str, float]:
             rollout(a, [*env, "agent=vla", f"agent.checkpoint={ck}"], out, R / "logs/val.log")
         if (out / "summary.json").exists():
             scores[ck.name] = summary(out)["success_rate"]
-    return scores
+    scores.update(deleted_scores(R / "val" / arm, scores))
+    return dict(sorted(scores.items(), key=lambda kv: int(kv[0].split("_")[1])))
+
+
+def deleted_scores(val: Path, known: dict) -> dict[str, float]:
+    """The finished val scores under ``val`` of checkpoints not in ``known`` (deleted after their val to free
+    the disk: their score stays in the table and in the choice)."""
+    out = {}
+    for run in val.glob("step_*"):
+        if run.name not in known and (run / "summary.json").exists() and summary(run).get("complete"):
+            out[run.name] = summary(run)["success_rate"]
+    return out
 
 
 def _mean(v) -> float:
