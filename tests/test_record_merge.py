@@ -53,3 +53,18 @@ def test_a_rerun_over_finished_episodes_rewrites_nothing(tmp_path):
     os.utime(tmp_path / ".episodes" / "suite_task000_trial000.hdf5", ns=(t + 3 * 10**9, t + 3 * 10**9))
     merge_demos(tmp_path, {0: "task"})
     assert _demos(out) == [9, 2]
+
+
+def test_a_finished_recording_without_its_episode_files_keeps_its_task_files(tmp_path):
+    """Once a recording is complete its ``.episodes/`` may go (it doubles the recording's disk): a task
+    with no per-episode file left keeps its task file as it is, so a resumed record stage (every episode
+    finished, nothing recorded) rewrites nothing."""
+    import shutil
+
+    for trial, steps in ((0, 3), (1, 4)):
+        _episode(tmp_path, trial, steps)
+    (out,) = merge_demos(tmp_path, {0: "task"})
+    t = out.stat().st_mtime_ns
+    shutil.rmtree(tmp_path / ".episodes")
+    assert merge_demos(tmp_path, {0: "task"}) == []
+    assert _demos(out) == [0, 1] and out.stat().st_mtime_ns == t
