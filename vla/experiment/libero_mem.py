@@ -31,18 +31,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import (
-    BIN,
-    choose,
-    demo_training,
-    demonstrations,
-    doing,
-    only,
-    rollout,
-    run,
-    starting_weights,
-    val_scores,
-)
+from .common import BIN, choose, demo_training, demonstrations, doing, only, rollout, run, starting_weights, val_scores
 from .tables import read_rows, success_table
 
 CAMERAS = ("agentview", "wrist")  # what the recording holds; the policy's cameras are some of them

@@ -33,18 +33,7 @@ from pathlib import Path
 
 from envs.libero.perturb import FACTORS
 
-from .common import (
-    BIN,
-    choose,
-    demo_training,
-    demonstrations,
-    doing,
-    only,
-    rollout,
-    run,
-    starting_weights,
-    val_scores,
-)
+from .common import BIN, choose, demo_training, demonstrations, doing, only, rollout, run, starting_weights, val_scores
 from .libero import RECIPES
 from .tables import read_rows, success_table
 
