@@ -73,7 +73,7 @@ def per_task(res: dict, names: dict[str, str]) -> list[str]:
     for a in arms:
         r = res["test"][a]
         lo, hi = r["wilson95"]
-        k = round((r["success"] or 0) * r["episodes"])
+        k = sum(t["success"] for t in r["tasks"].values())
         total.append(f"**{k}/{r['episodes']}** ({_pct(r['success'])} %) [{100 * lo:.0f}, {100 * hi:.0f}]")
     out.append("| all | " + " | ".join(total) + " | |")
     return out

@@ -171,13 +171,11 @@ def chosen_checkpoint(experiments: Path, ref: str, arm: str | None) -> Path:
     select = json.loads(recipe.read_text())["options"].get("select", "val") if recipe.exists() else "val"
     if which or select == "final":
         return cks[-1]
-    scores = {}
     for ck in cks:
         out = root / "val" / other / ck.name
         if not (out / "summary.json").exists() or not summary(out).get("complete"):
             raise SystemExit(f"{say}: {ck.name} is not scored on val yet; run vla-experiment {name} stage=select")
-        scores[ck.name] = summary(out)["success_rate"]
-    scores.update(deleted_scores(root / "val" / other, scores))  # a checkpoint deleted after its val competes
+    scores = val_scores(SimpleNamespace(select="val", stage="table"), root, other, [])  # deleted ones included
     best = choose(SimpleNamespace(select="val"), root / "train" / other, scores, lambda k: scores[k] or 0)
     if not (root / "train" / other / "checkpoints" / best).is_dir():
         raise SystemExit(f"{say}: {best}, {name}'s val choice for {other}, was deleted")

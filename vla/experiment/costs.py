@@ -14,27 +14,17 @@ run, not as benchmarks (those are ``scripts/``' with docs/BENCHMARKS.md).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from vla.eval.store import read_episodes
 
-
-def _log_rows(path: Path) -> list[dict]:
-    """A training log's rows; a line cut by a kill is skipped."""
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except ValueError:  # a line cut by a kill: the run redoes it
-            continue
-    return rows
+from .tables import finished_lines
 
 
 def train_cost(log: Path) -> dict:
     """Steps and hours of one training, from its ``train_log.jsonl``."""
     seconds, last = 0.0, 0
-    steps = sorted((r for r in _log_rows(log) if r.get("samples_per_s")), key=lambda r: int(r["step"]))
+    steps = sorted((r for r in finished_lines(log) if r.get("samples_per_s")), key=lambda r: int(r["step"]))
     for r in steps:
         step = int(r["step"])
         samples = (step - last) * sum(r.get("rank_samples") or [0])

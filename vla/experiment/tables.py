@@ -20,14 +20,11 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, c - h), min(1.0, c + h))
 
 
-def read_rows(out: Path) -> list[dict]:
-    """A rollout's episode rows (none when it has not run); a line still being written (``stage=table``
-    while the rollout runs) or cut by a kill is not a row yet."""
-    path = Path(out) / "episodes.jsonl"
-    if not path.exists():
-        return []
+def finished_lines(path: Path) -> list[dict]:
+    """The JSON rows of a JSONL file one process appends to (an episode log, a training log), read while
+    it may still be written: a line not yet ended, or cut by a kill, is not a row yet."""
     rows = []
-    for line in path.read_text().splitlines(keepends=True):
+    for line in Path(path).read_text().splitlines(keepends=True):
         if not line.endswith("\n"):
             continue
         try:
@@ -35,6 +32,12 @@ def read_rows(out: Path) -> list[dict]:
         except ValueError:
             continue
     return rows
+
+
+def read_rows(out: Path) -> list[dict]:
+    """A rollout's episode rows (none when it has not run; see :func:`finished_lines`)."""
+    path = Path(out) / "episodes.jsonl"
+    return finished_lines(path) if path.exists() else []
 
 
 def success_table(rows: list[dict]) -> dict:
