@@ -62,3 +62,26 @@ def test_results_json_carries_the_costs_of_what_ran_under_the_root(tmp_path, mon
     res = cli.run(load("libero_object_oft", {"steps": 8}), "table", root, ledger_path=tmp_path / "uses.jsonl")
     assert res["costs"]["stages"] == {"rec": {"kind": "rollout", "episodes": 1, "hours": 0.01}}
     assert json.loads((root / "results.json").read_text())["costs"] == res["costs"]
+
+
+def test_an_unfinished_stage_says_how_much_of_it_there_is_and_the_hours_left_at_its_rate(tmp_path):
+    """``stage=table`` as the progress of a long run: a rollout's planned episodes from its ``plan.json``,
+    a training's budget from its newest checkpoint (a resumed run may have extended it)."""
+    train = tmp_path / "train" / "map"
+    _train_log(train / "train_log.jsonl", [{"step": 20, "loss": 2.0, "rank_samples": [16], "samples_per_s": 16.0}])
+    for ck, budget in (("resume/step_20", 80), ("step_10", 40)):  # the later step holds the extended budget
+        ck = train / "checkpoints" / ck
+        ck.mkdir(parents=True)
+        (ck / "train_config.json").write_text(json.dumps({"train": {"steps": budget}}))
+    test = tmp_path / "test" / "map"
+    test.mkdir(parents=True)
+    (test / "plan.json").write_text(json.dumps({"episodes": [[2, k] for k in range(5)]}))
+    (test / "episodes.jsonl").write_text("".join(json.dumps(_episode(i, 720.0)) + "\n" for i in range(2)))
+    done = tmp_path / "val" / "map" / "step_20"
+    done.mkdir(parents=True)
+    (done / "plan.json").write_text(json.dumps({"episodes": [[2, 0]]}))
+    (done / "episodes.jsonl").write_text(json.dumps(_episode(0, 36.0)) + "\n")
+    stages = stage_costs(tmp_path)["stages"]
+    assert stages["train/map"] == {"kind": "train", "steps": 20, "hours": 0.006, "of": 80, "hours_left": 0.017}
+    assert stages["test/map"] == {"kind": "rollout", "episodes": 2, "hours": 0.4, "of": 5, "hours_left": 0.6}
+    assert stages["val/map/step_20"] == {"kind": "rollout", "episodes": 1, "hours": 0.01, "of": 1}

@@ -8,12 +8,18 @@
 * a rollout: its episodes and the sum of their ``seconds`` -- one worker's wall time each, so with two
   workers the hours are worker-hours, about twice the wall time.
 
+Each stage also says how much of it there is (``of``: the training's ``train.steps`` from its newest checkpoint,
+the rollout's planned episodes from its ``plan.json``) and, while unfinished, ``hours_left`` at its rate so
+far: ``stage=table`` is the progress of a long run too. A rollout's rate mixes short successes and long
+failures in the order its plan runs them, so its estimate is rough.
+
 The hours are wall time on whatever else the machine ran at the time: compare them between stages of one
 run, not as benchmarks (those are ``scripts/``' with docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from vla.eval.store import read_episodes
@@ -30,14 +36,61 @@ def train_cost(log: Path) -> dict:
         samples = (step - last) * sum(r.get("rank_samples") or [0])
         seconds += samples / float(r["samples_per_s"])
         last = step
-    return {"kind": "train", "steps": last, "hours": round(seconds / 3600, 3)}
+    return _progress(
+        {"kind": "train", "steps": last, "hours": round(seconds / 3600, 3)},
+        "steps",
+        seconds,
+        _planned_steps(log.parent / "checkpoints"),
+    )
 
 
 def rollout_cost(episodes: Path) -> dict:
     """Episodes and worker-hours of one rollout, from its ``episodes.jsonl``."""
     rows = read_episodes(episodes)  # its finished episodes, as every reader of a rollout counts them
     seconds = sum(float(r.get("seconds") or 0.0) for r in rows)
-    return {"kind": "rollout", "episodes": len(rows), "hours": round(seconds / 3600, 3)}
+    return _progress(
+        {"kind": "rollout", "episodes": len(rows), "hours": round(seconds / 3600, 3)},
+        "episodes",
+        seconds,
+        _planned_episodes(episodes.parent / "plan.json"),
+    )
+
+
+def _progress(cost: dict, unit: str, seconds: float, planned: int | None) -> dict:
+    """``cost`` with ``of`` (the stage's planned size, where its files say) and, while unfinished and
+    begun, ``hours_left`` at the rate so far."""
+    if planned is None:
+        return cost
+    cost["of"] = planned
+    done = cost[unit]
+    if 0 < done < planned:
+        cost["hours_left"] = round(seconds / done * (planned - done) / 3600, 3)
+    return cost
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):  # absent, or being rewritten: the stage's size is not known
+        return {}
+
+
+def _step(name: str) -> int:
+    tail = name.removeprefix("step_")
+    return int(tail) if tail.isdigit() else -1
+
+
+def _planned_steps(checkpoints: Path) -> int | None:
+    """``train.steps`` of the latest checkpoint's ``train_config.json`` (the highest step, kept or resume
+    point: the budget the run now aims at, which a resumed run may extend), None before the first."""
+    configs = sorted(checkpoints.glob("**/step_*/train_config.json"), key=lambda f: _step(f.parent.name))
+    steps = (_read(configs[-1]).get("train") or {}).get("steps") if configs else None
+    return int(steps) if steps else None
+
+
+def _planned_episodes(plan_json: Path) -> int | None:
+    block = _read(plan_json).get("episodes")  # this run's (or shard's) episodes, in the order they run
+    return len(block) if isinstance(block, list) else None
 
 
 def stage_costs(root: Path) -> dict[str, dict]:
