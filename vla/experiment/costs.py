@@ -8,7 +8,7 @@
 * a rollout: its episodes and the sum of their ``seconds`` -- one worker's wall time each, so with two
   workers the hours are worker-hours, about twice the wall time.
 
-Each stage also says how much of it there is (``of``: the training's ``train.steps`` from its newest checkpoint,
+Each stage also says how much of it there is (``of``: the training's ``train.steps`` from its latest checkpoint,
 the rollout's planned episodes from its ``plan.json``) and, while unfinished, ``hours_left`` at its rate so
 far: ``stage=table`` is the progress of a long run too. A rollout's rate mixes short successes and long
 failures in the order its plan runs them, so its estimate is rough.
