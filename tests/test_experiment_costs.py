@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from vla.experiment import cli
-from vla.experiment.costs import stage_costs
+from vla.experiment.costs import stage_costs, unfinished
 from vla.experiment.recipe import load
 from vla.train.log import TrainLog
 
@@ -53,15 +53,19 @@ def test_a_trainings_hours_count_each_kept_step_once_and_its_episodes_seconds_ad
     assert costs["hours"] == round(0.019 + 0.75, 3)
 
 
-def test_results_json_carries_the_costs_of_what_ran_under_the_root(tmp_path, monkeypatch):
+def test_results_json_carries_the_costs_of_what_ran_under_the_root(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("vla.experiment.libero.libero", lambda a: {"val": {}})
     root = tmp_path / "r"
     eps = root / "rec" / "episodes.jsonl"
     eps.parent.mkdir(parents=True)
     eps.write_text(json.dumps(_episode(0, 36.0)) + "\n")
+    (root / "rec" / "plan.json").write_text(json.dumps({"episodes": [[2, 0], [2, 1]]}))
     res = cli.run(load("libero_object_oft", {"steps": 8}), "table", root, ledger_path=tmp_path / "uses.jsonl")
-    assert res["costs"]["stages"] == {"rec": {"kind": "rollout", "episodes": 1, "hours": 0.01}}
+    rec = {"kind": "rollout", "episodes": 1, "hours": 0.01, "of": 2, "hours_left": 0.01}
+    assert res["costs"]["stages"] == {"rec": rec}
     assert json.loads((root / "results.json").read_text())["costs"] == res["costs"]
+    # and the command says where an unfinished stage is
+    assert "unfinished: rec: 1 of 2 episodes, 0.01 h so far, ~0.01 h left" in capsys.readouterr().err
 
 
 def test_an_unfinished_stage_says_how_much_of_it_there_is_and_the_hours_left_at_its_rate(tmp_path):
@@ -85,3 +89,7 @@ def test_an_unfinished_stage_says_how_much_of_it_there_is_and_the_hours_left_at_
     assert stages["train/map"] == {"kind": "train", "steps": 20, "hours": 0.006, "of": 80, "hours_left": 0.017}
     assert stages["test/map"] == {"kind": "rollout", "episodes": 2, "hours": 0.4, "of": 5, "hours_left": 0.6}
     assert stages["val/map/step_20"] == {"kind": "rollout", "episodes": 1, "hours": 0.01, "of": 1}
+    assert unfinished({"stages": stages}) == [
+        "test/map: 2 of 5 episodes, 0.4 h so far, ~0.6 h left",
+        "train/map: 20 of 80 steps, 0.006 h so far, ~0.017 h left",
+    ]

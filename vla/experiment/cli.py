@@ -29,7 +29,7 @@ import yaml
 from vla_common.atomic import write_json_atomic
 
 from . import ledger
-from .costs import stage_costs
+from .costs import stage_costs, unfinished
 from .recipe import STAGES, Recipe, load, names
 
 CONTROL = ("stage", "root", "force", "ledger")
@@ -88,6 +88,8 @@ def run(recipe: Recipe, stage: str, root: Path, force: bool = False, ledger_path
     print(json.dumps(res, indent=2))
     if recipe.kind == "house":
         print(house_table(res))
+    for line in unfinished(res["costs"]):  # a long run's progress, where stage=table is asked while it runs
+        print(f"vla-experiment: unfinished: {line}", file=sys.stderr)
     return res
 
 

@@ -104,3 +104,14 @@ def stage_costs(root: Path) -> dict[str, dict]:
         found[eps.parent.relative_to(root).as_posix()] = rollout_cost(eps)
     stages = dict(sorted(found.items()))
     return {"stages": stages, "hours": round(sum(c["hours"] for c in stages.values()), 3)}
+
+
+def unfinished(costs: dict) -> list[str]:
+    """One line per begun, unfinished stage of :func:`stage_costs`' answer: how far it is and the hours
+    left at its rate so far."""
+    lines = []
+    for name, c in costs["stages"].items():
+        if "hours_left" in c:
+            unit = "steps" if c["kind"] == "train" else "episodes"
+            lines.append(f"{name}: {c[unit]} of {c['of']} {unit}, {c['hours']} h so far, ~{c['hours_left']} h left")
+    return lines
