@@ -77,6 +77,7 @@ def test_an_unfinished_stage_says_how_much_of_it_there_is_and_the_hours_left_at_
         ck = train / "checkpoints" / ck
         ck.mkdir(parents=True)
         (ck / "train_config.json").write_text(json.dumps({"train": {"steps": budget}}))
+        (ck / "train_state.pt").write_bytes(b"")  # complete: what vla.train.checkpoint lists
     test = tmp_path / "test" / "map"
     test.mkdir(parents=True)
     (test / "plan.json").write_text(json.dumps({"episodes": [[2, k] for k in range(5)]}))

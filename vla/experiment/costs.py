@@ -23,6 +23,7 @@ import json
 from pathlib import Path
 
 from vla.eval.store import read_episodes
+from vla.train.checkpoint import RESUME_DIR, checkpoints
 
 from .tables import finished_lines
 
@@ -75,16 +76,11 @@ def _read(path: Path) -> dict:
         return {}
 
 
-def _step(name: str) -> int:
-    tail = name.removeprefix("step_")
-    return int(tail) if tail.isdigit() else -1
-
-
-def _planned_steps(checkpoints: Path) -> int | None:
+def _planned_steps(root: Path) -> int | None:
     """``train.steps`` of the latest checkpoint's ``train_config.json`` (the highest step, kept or resume
     point: the budget the run now aims at, which a resumed run may extend), None before the first."""
-    configs = sorted(checkpoints.glob("**/step_*/train_config.json"), key=lambda f: _step(f.parent.name))
-    steps = (_read(configs[-1]).get("train") or {}).get("steps") if configs else None
+    found = sorted(checkpoints(root) + checkpoints(root / RESUME_DIR))
+    steps = (_read(found[-1][1] / "train_config.json").get("train") or {}).get("steps") if found else None
     return int(steps) if steps else None
 
 

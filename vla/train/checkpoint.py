@@ -24,11 +24,10 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from vla.policy.weights import load_weights  # noqa: F401 - the loop loads checkpoints through this module
+if TYPE_CHECKING:  # torch is imported where a checkpoint is written or read, not to list them
+    import torch
 
 _STEP = re.compile(r"^step_(\d+)$")
 RESUME_DIR = "resume"  # out/checkpoints/resume/step_N: the newest resume point (train.resume_every)
@@ -62,6 +61,8 @@ def save(
     keep_last: int,
     keep_keys: list[str] | None = None,
 ) -> Path:
+    import torch
+
     from vla.policy.config import POLICY_FILE, STATS_FILE
     from vla.policy.weights import WEIGHTS_FILE, save_weights
 
@@ -87,6 +88,8 @@ def save(
 
 
 def load_train_state(path: Path) -> dict[str, Any]:
+    import torch
+
     try:
         return torch.load(path / "train_state.pt", map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - corrupted or foreign file
