@@ -11,9 +11,15 @@ and the task names of its test rollout's ``plan.json``. Three tables:
   and the published rows of the factors this project shares with the paper's table (their models, all
   four suites, all levels: a reference point, not the same test).
 
-Example::
+``--val ARM`` prints instead where that arm's val episodes ended, per task over all its checkpoints
+(read from ``val/ARM/step_*/episodes.jsonl``, nothing from the test): solved, never picked the named
+bowl, picked it and never placed it, and put the other bowl where the goal wanted the named one (the
+episode row's ``took``, envs/libero/progress.py) -- the numbers a next attempt is chosen from.
+
+Examples::
 
     .venv/bin/python scripts/suite_table.py runs/experiments/libero_spatial_suite
+    .venv/bin/python scripts/suite_table.py runs/experiments/libero_spatial_suite --val policy
 """
 
 from __future__ import annotations
@@ -106,10 +112,61 @@ def perturb(res: dict) -> list[str]:
     return out
 
 
+def val_rows(root: Path, arm: str) -> list[dict]:
+    """Every finished val episode of ``arm``, all checkpoints together."""
+    from vla.experiment.tables import read_rows
+
+    return [r for run in sorted((root / "val" / arm).glob("step_*")) for r in read_rows(run)]
+
+
+def val_stops(rows: list[dict]) -> list[str]:
+    """Per task: how many val episodes were solved, never picked the named object, picked it and never
+    placed it, ended otherwise, and (apart, any outcome) put the other object of its kind where the goal
+    wanted the named one."""
+    if not rows:
+        return ["(no val episodes)"]
+    cols = ("solved", "never picked", "never placed", "other stage", "other object placed")
+    out = ["| task | episodes | " + " | ".join(cols) + " |", "|---" * (len(cols) + 2) + "|"]
+    total = dict.fromkeys(cols, 0)
+
+    def count(got: list[dict]) -> dict[str, int]:
+        c = dict.fromkeys(cols, 0)
+        for r in got:
+            reached = int(r.get("stages_reached") or 0)  # the goal's stages: pick, place (envs/libero/progress.py)
+            if r["success"]:
+                c["solved"] += 1
+            elif reached == 0:
+                c["never picked"] += 1
+            elif reached == 1:  # picked, and the move it was picked for never held
+                c["never placed"] += 1
+            else:
+                c["other stage"] += 1
+            took = r.get("took") or ""
+            c["other object placed"] += bool(took) and took != r.get("goal_object")
+        return c
+
+    for t in sorted({int(r["task_id"]) for r in rows}):
+        got = [r for r in rows if int(r["task_id"]) == t]
+        c = count(got)
+        out.append(f"| {t} | {len(got)} | " + " | ".join(str(c[k]) for k in cols) + " |")
+        total = {k: total[k] + c[k] for k in cols}
+    out.append(f"| all | {len(rows)} | " + " | ".join(f"**{total[k]}**" for k in cols) + " |")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("root", type=Path, help="the experiment's directory (runs/experiments/NAME)")
+    p.add_argument("--val", metavar="ARM", help="where ARM's val episodes ended, per task, all checkpoints")
     args = p.parse_args(argv)
+    if args.val:
+        if not (args.root / "val" / args.val).is_dir():
+            raise SystemExit(f"error: {args.root / 'val' / args.val} does not exist: no val of arm {args.val!r} ran")
+        print(
+            f"### Where {args.val}'s val episodes ended (all checkpoints)\n\n"
+            + "\n".join(val_stops(val_rows(args.root, args.val)))
+        )
+        return 0
     path = args.root / "results.json"
     if not path.exists():
         raise SystemExit(f"error: {path} does not exist; run vla-experiment NAME stage=table first")

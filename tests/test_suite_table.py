@@ -45,3 +45,28 @@ def test_the_tables_say_each_arms_successes_the_language_check_and_each_factor(t
     assert "| OpenVLA-OFT | 56.4 | 31.9 | 79.5 | 69.6 |" in out
     with pytest.raises(SystemExit, match="stage=table first"):
         load_script("suite_table").main([str(tmp_path / "none")])
+
+
+def test_the_val_table_says_where_each_tasks_val_episodes_ended_over_all_checkpoints(tmp_path, capsys):
+    """``--val ARM``: per task over every checkpoint's val rollout, solved / never picked / picked and
+    never placed / ended later, and apart, the other bowl put where the goal wanted the named one."""
+
+    def row(t: int, reached: int, success: bool = False, took: str = "") -> dict:
+        return {"task_id": t, "success": success, "stages": 2, "stages_reached": reached, "took": took,
+                "goal_object": "bowl_1"}  # fmt: skip
+
+    runs = {
+        "step_1000": [row(0, 2, True, "bowl_1"), row(0, 0), row(1, 1), row(1, 0, took="bowl_2")],
+        "step_2000": [row(0, 1), row(1, 2), row(1, 2, took="bowl_2")],
+    }
+    for step, rows in runs.items():
+        out = tmp_path / "val" / "policy" / step
+        out.mkdir(parents=True)
+        (out / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    load_script("suite_table").main([str(tmp_path), "--val", "policy"])
+    out = capsys.readouterr().out
+    assert "| 0 | 3 | 1 | 1 | 1 | 0 | 0 |" in out
+    assert "| 1 | 4 | 0 | 1 | 1 | 2 | 2 |" in out
+    assert "| all | 7 | **1** | **2** | **2** | **2** | **2** |" in out
+    with pytest.raises(SystemExit, match="no val of arm 'shuffled' ran"):
+        load_script("suite_table").main([str(tmp_path), "--val", "shuffled"])
