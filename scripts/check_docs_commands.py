@@ -109,7 +109,8 @@ def experiment_args(text: str) -> str:
     if recipe.kind == "rollouts":  # each run made tiny as a documented vla-rollout is
         runs = {k: [*v, *tiny("vla-rollout " + " ".join(v), {}).split()] for k, v in recipe.options.runs.items()}
         return "'runs=" + json.dumps(runs) + "'"
-    return " ".join(a for a in EXPERIMENT_ARGS.split() if a.split("=")[0] in READS[recipe.kind])
+    keep = {"steps"} if recipe.options.steps == 0 else set()  # one that trains nothing (steps: 0) stays so
+    return " ".join(a for a in EXPERIMENT_ARGS.split() if a.split("=")[0] in set(READS[recipe.kind]) - keep)
 
 
 @dataclass

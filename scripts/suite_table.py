@@ -11,8 +11,9 @@ and the task names of its test rollout's ``plan.json``. Three tables:
   and the published rows of the factors this project shares with the paper's table (their models, all
   four suites, all levels: a reference point, not the same test).
 
-``--val ARM`` prints instead where that arm's val episodes ended, per task over all its checkpoints
-(read from ``val/ARM/step_*/episodes.jsonl``, nothing from the test): solved, never picked the named
+``--val ARM`` prints instead where that arm's val episodes ended, per task over all its checkpoints or
+closed-loop settings (``--val ARM/RUN``: one of them; read from ``val/ARM/*/episodes.jsonl``, nothing from
+the test): solved, never picked the named
 bowl, picked it and never placed it, and put the other bowl where the goal wanted the named one (the
 episode row's ``took``, envs/libero/progress.py) -- the numbers a next attempt is chosen from.
 
@@ -113,10 +114,13 @@ def perturb(res: dict) -> list[str]:
 
 
 def val_rows(root: Path, arm: str) -> list[dict]:
-    """Every finished val episode of ``arm``, all checkpoints together."""
+    """Every finished val episode of ``arm``, all its checkpoints (or closed-loop settings) together; of one
+    of them with ``ARM/RUN`` (``policy/step_5000``)."""
     from vla.experiment.tables import read_rows
 
-    return [r for run in sorted((root / "val" / arm).glob("step_*")) for r in read_rows(run)]
+    val = root / "val" / arm
+    runs = [val] if (val / "episodes.jsonl").exists() else sorted(p for p in val.iterdir() if p.is_dir())
+    return [r for run in runs for r in read_rows(run)]
 
 
 def val_stops(rows: list[dict]) -> list[str]:
@@ -157,15 +161,14 @@ def val_stops(rows: list[dict]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("root", type=Path, help="the experiment's directory (runs/experiments/NAME)")
-    p.add_argument("--val", metavar="ARM", help="where ARM's val episodes ended, per task, all checkpoints")
+    p.add_argument(
+        "--val", metavar="ARM[/RUN]", help="where ARM's val episodes ended, per task (all its val runs, or RUN)"
+    )
     args = p.parse_args(argv)
     if args.val:
         if not (args.root / "val" / args.val).is_dir():
-            raise SystemExit(f"error: {args.root / 'val' / args.val} does not exist: no val of arm {args.val!r} ran")
-        print(
-            f"### Where {args.val}'s val episodes ended (all checkpoints)\n\n"
-            + "\n".join(val_stops(val_rows(args.root, args.val)))
-        )
+            raise SystemExit(f"error: {args.root / 'val' / args.val} does not exist: no val run {args.val!r}")
+        print(f"### Where {args.val}'s val episodes ended\n\n" + "\n".join(val_stops(val_rows(args.root, args.val))))
         return 0
     path = args.root / "results.json"
     if not path.exists():

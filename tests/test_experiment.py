@@ -662,3 +662,52 @@ def test_libero_mem_wrist_variant_trains_on_the_plate_recording_through_the_wris
     val = [compose("rollout", c[1:]) for c in seen if "vla-rollout" in c[0]]
     assert val and all(list(v["env"]["cameras"]) == ["wrist"] for v in val)
     check_config(val[0])
+
+
+def test_libero_suite_with_no_training_compares_closed_loop_settings_of_a_chosen_policy(tmp_path, monkeypatch):
+    """``steps: 0`` (attempt 3, ``libero_spatial_suite_replan``): nothing recorded or trained; init_from's
+    checkpoint is scored on val under each of ``agents``' settings, the best (ties: the earlier listed)
+    tested with that setting -- the official episodes, the language check and the factors alike."""
+    from vla.config import compose
+    from vla.experiment import libero_suite
+
+    seen: list[list[str]] = []
+    val_success = {"chunk": 0.5, "replan4": 0.7, "replan1": 0.7, "ensemble": 0.6}
+
+    def fake(cmd, log):
+        seen.append(cmd)
+        out = _trained_or_out(cmd)
+        name = out.name if out.parent.name == "policy" and out.parent.parent.name == "val" else None
+        rows = [{"task_id": 0, "trial": 0, "success": True, "took": "bowl_1", "goal_object": "bowl_1"}]
+        (out / "episodes.jsonl").write_text(json.dumps(rows[0]) + "\n")
+        (out / "summary.json").write_text(json.dumps({"success_rate": val_success.get(name, 1.0), "complete": True}))
+
+    monkeypatch.setattr(libero_suite, "run", fake)
+    monkeypatch.setattr("vla.experiment.common.run", fake)
+    ck = tmp_path / "suite16k" / "step_5000"
+    R = tmp_path / "r"
+    recipe = load("libero_spatial_suite_replan", {"tasks": [0, 1], "init_from": str(ck)})
+    res = cli.run(recipe, "select", R, ledger_path=tmp_path / "uses.jsonl")
+    assert all("vla-rollout" in c[0] for c in seen), "nothing recorded or trained"
+    assert len(seen) == 4 and res["val"]["policy"] == val_success and res["test"] == {}
+    cfgs = {Path(next(x for x in c if x.startswith("out="))[4:]).name: compose("rollout", c[1:]) for c in seen}
+    assert cfgs["replan4"]["agent"]["replan"] == 4 and cfgs["ensemble"]["agent"]["ensemble"] == 0.01
+    assert cfgs["chunk"]["agent"]["replan"] == 0 and cfgs["chunk"]["eval"]["first_trial"] == 1003
+    assert {c["agent"]["checkpoint"] for c in cfgs.values()} == {str(ck)}
+    summary = R / "val" / "policy" / "ensemble" / "summary.json"
+    kept = summary.read_text()
+    summary.unlink()  # a setting not scored yet: no choice among part of them
+    assert cli.run(recipe, "table", R, ledger_path=tmp_path / "uses.jsonl")["test"] == {}
+    summary.write_text(kept)
+    seen.clear()
+    res = cli.run(recipe, "test", R, ledger_path=tmp_path / "uses.jsonl")
+    tested = [compose("rollout", c[1:]) for c in seen if "/val/" not in next(x for x in c if x.startswith("out="))]
+    assert len(tested) == 16  # the official episodes, the language check, 7 factors x 2 levels
+    assert all(t["agent"]["replan"] == 4 and t["agent"]["checkpoint"] == str(ck) for t in tested)  # tie: earlier
+    assert res["test"]["policy"]["agent"] == "replan4" and res["test"]["policy"]["checkpoint"] == str(ck)
+    with pytest.raises(ValueError, match="agents are compared on one checkpoint"):
+        load("libero_spatial_suite_replan", {"steps": 8000, "checkpoints": 8})
+    with pytest.raises(ValueError, match="steps: 0"):
+        load("libero_spatial_suite", {"steps": 0})
+    with pytest.raises(ValueError, match="distinct names"):
+        load("libero_spatial_suite_replan", {"agents": ["a=replan=1", "a=replan=2"]})

@@ -110,6 +110,16 @@ def only(a, arms: dict) -> dict:
     return {n: arms[n] for n in arms if n in names}
 
 
+def agent_settings(a) -> dict[str, list[str]]:
+    """``agents: [NAME=k=v,k=v]``: the closed-loop settings compared on val, each as its ``vla-rollout``
+    overrides (default: ``chunk``, each chunk played to its end), in the recipe's order."""
+    out = {}
+    for spec in a.agents or ["chunk=replan=0"]:
+        name, _, kvs = spec.partition("=")
+        out[name] = ["agent=vla", *(f"agent.{kv}" for kv in kvs.split(",") if kv)]
+    return out
+
+
 def choose(a, train_out: Path, scores: dict, score) -> str | None:
     """The checkpoint an arm is tested with: the best on val (ties: the later one), or, with
     ``select: final``, the last one -- fixed before any result is seen, for when val costs too much."""

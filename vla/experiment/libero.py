@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import BIN, checkpoints, demo_training, doing, record_demos, run, starting_weights, summary
+from .common import BIN, agent_settings, checkpoints, demo_training, doing, record_demos, run, starting_weights, summary
 
 
 RECIPES = {
@@ -39,7 +39,7 @@ def libero(a) -> dict:
     common = demo_training(a, R / "demos", RECIPES[a.recipe])
     if doing(a, "train"):
         run([str(BIN / "vla-train"), *common, *starting_weights(a, R), f"out={R / 'train'}"], R / "logs/train.log")
-    agents = {name: ["agent=vla", *(f"agent.{kv}" for kv in kvs.split(",") if kv)] for name, kvs in _agents(a)}
+    agents = agent_settings(a)
     results: dict = {"recipe": a.recipe, "suite": a.suite, "task": a.task, "val": {}, "test": {}}
     if a.stage in ("all", "select", "test", "table") and a.select == "val":
         for ck in checkpoints(R / "train"):
@@ -93,19 +93,10 @@ def libero(a) -> dict:
     return results
 
 
-def _agents(a) -> list[tuple[str, str]]:
-    """``agents: [NAME=k=v,k=v]``: the closed-loop settings compared on val (default: the chunk open loop)."""
-    out = []
-    for spec in a.agents or ["chunk=replan=0"]:
-        name, _, kvs = spec.partition("=")
-        out.append((name, kvs))
-    return out
-
-
 def _best(a, R: Path, val: dict) -> tuple[str, str] | None:
     """(checkpoint, agent setting) to test: the best on val (ties: the later checkpoint), or with
     ``select: final`` the last checkpoint with the first setting, fixed before any result is seen."""
-    names = [n for n, _ in _agents(a)]
+    names = list(agent_settings(a))
     if a.select == "final":
         cks = checkpoints(R / "train")
         return (cks[-1].name, names[0]) if cks else None

@@ -25,6 +25,11 @@ the chosen checkpoints:
   ``perturb_trials`` official states of each task).
 
 The table gives success per task with Wilson intervals and the stage where failures stopped.
+
+With ``steps: 0`` nothing is recorded or trained: each arm is ``init_from``'s checkpoint as it is (another
+experiment's choice), and val compares ``agents``' closed-loop settings on it (``NAME=k=v,...``: how much of
+each chunk is played before re-planning, ``agent.replan``, or the chunks blended, ``agent.ensemble``;
+:mod:`vla.agents.chunks`), the best tested as above: a next attempt that costs no training.
 """
 
 from __future__ import annotations
@@ -33,7 +38,22 @@ from pathlib import Path
 
 from envs.libero.perturb import FACTORS
 
-from .common import BIN, choose, demo_training, demonstrations, doing, only, rollout, run, starting_weights, val_scores
+from .common import (
+    BIN,
+    EXPERIMENT,
+    agent_settings,
+    choose,
+    chosen_checkpoint,
+    demo_training,
+    demonstrations,
+    doing,
+    only,
+    rollout,
+    run,
+    starting_weights,
+    summary,
+    val_scores,
+)
 from .libero import RECIPES
 from .tables import read_rows, success_table
 
@@ -54,10 +74,11 @@ def libero_suite(a) -> dict:
         f"eval.tasks={tasks}",
     ]
     sampled = ["env.init_states=sampled", *([f"env.arm_init_noise={a.arm_init_noise}"] if a.arm_init_noise else [])]
-    source = demonstrations(a, R, [*env, *sampled])  # never the official states the test uses
     chosen = only(a, ARMS)
-    common = demo_training(a, source, RECIPES["oft"])
-    if doing(a, "train"):
+    if a.steps:
+        source = demonstrations(a, R, [*env, *sampled])  # never the official states the test uses
+        common = demo_training(a, source, RECIPES["oft"])
+    if a.steps and doing(a, "train"):
         for arm, extra in chosen.items():
             run(
                 [str(BIN / "vla-train"), *common, *starting_weights(a, R, arm), *extra, f"out={R / 'train' / arm}"],
@@ -66,12 +87,18 @@ def libero_suite(a) -> dict:
     results: dict = {"val": {}, "test": {}, "language": {}, "perturb": {}}
     for arm in chosen:
         val = [*env, *sampled, f"eval.first_trial={a.val_first}", f"eval.trials_per_task={a.val_trials}"]
-        scores = val_scores(a, R, arm, val)
+        if a.steps:
+            scores = val_scores(a, R, arm, val)
+            best = choose(a, R / "train" / arm, scores, lambda k: scores[k] or 0)
+            ck, agent = R / "train" / arm / "checkpoints" / str(best), ["agent=vla"]
+        else:  # nothing trained: init_from's checkpoint, under the setting val chose
+            ck = initial_checkpoint(a, R, arm)
+            scores, setting = setting_scores(a, R, arm, ck, val)
+            best, agent = (str(ck), agent_settings(a)[setting]) if setting else (None, [])
         results["val"][arm] = scores
-        best = choose(a, R / "train" / arm, scores, lambda k: scores[k] or 0)
         if best is None or a.stage not in ("all", "test", "table"):
             continue
-        agent = ["agent=vla", f"agent.checkpoint={R / 'train' / arm / 'checkpoints' / best}"]
+        agent = [*agent, f"agent.checkpoint={ck}"]
         # videos of the first VIDEO_TRIALS states of each task; the others render only what the policy reads
         runs = {
             "test": [f"eval.trials_per_task={a.test_trials}", "eval.videos=all", f"eval.video_trials={VIDEO_TRIALS}"]
@@ -88,7 +115,8 @@ def libero_suite(a) -> dict:
             out = R / name / arm
             if a.stage != "table":
                 rollout(a, [*env, *extra, *agent], out, R / "logs/test.log")
-        results["test"][arm] = {"checkpoint": best, **success_table(read_rows(R / "test" / arm))}
+        test = {"checkpoint": best, **({"agent": setting} if not a.steps else {})}
+        results["test"][arm] = {**test, **success_table(read_rows(R / "test" / arm))}
         results["language"][arm] = language_table(R / "test" / arm, R / "language" / arm, a.language_trials)
         if arm == "policy":
             results["perturb"] = {
@@ -97,6 +125,31 @@ def libero_suite(a) -> dict:
                 if "/" in name
             }
     return results
+
+
+def initial_checkpoint(a, R: Path, arm: str) -> Path:
+    """With ``steps: 0``, the checkpoint ``arm`` is evaluated with: ``init_from``'s (a path, or another
+    experiment's choice, :func:`~.common.chosen_checkpoint`)."""
+    if a.init_from.startswith(EXPERIMENT):
+        return chosen_checkpoint(R.parent, a.init_from[len(EXPERIMENT) :], arm)
+    return Path(a.init_from)
+
+
+def setting_scores(a, R: Path, arm: str, ck: Path, val: list[str]) -> tuple[dict[str, float], str | None]:
+    """Each of ``agents``' closed-loop settings with checkpoint ``ck`` on val (``val/<arm>/<setting>``),
+    its success rate, and the setting chosen: the best, ties to the earlier listed (the first is the
+    baseline); None until every setting has scored. ``stage=table`` runs nothing."""
+    scores: dict[str, float] = {}
+    for name, agent in agent_settings(a).items():
+        out = R / "val" / arm / name
+        if a.stage != "table":
+            rollout(a, [*val, *agent, f"agent.checkpoint={ck}"], out, R / "logs/val.log")
+        if (out / "summary.json").exists() and summary(out).get("complete", True):
+            scores[name] = summary(out)["success_rate"]
+    names = list(agent_settings(a))
+    if len(scores) < len(names):
+        return scores, None
+    return scores, max(names, key=lambda n: (scores[n] or 0, -names.index(n)))
 
 
 def language_table(own: Path, swapped: Path, trials: int) -> dict:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,7 @@ READS: dict[str, tuple[str, ...]] = {
                    "profiles", "cameras", "demos_from"),
     "libero_suite": (*_TRAINED, "arms", "init_from", "suite", "tasks", "demos", "val_demos", "record_first",
                      "arm_init_noise", "val_first", "val_trials", "test_trials", "language_trials", "perturb_trials",
-                     "demos_from"),
+                     "demos_from", "agents"),
     "detector": ("train_scenes", "val_scenes", "test_scenes", "epochs", "profiles", "gst_every"),
     "spatial": (*_TRAINED, "train_scenes", "val_scenes", "test_scenes", "views", "spatial_tasks", "per_view"),
 }  # fmt: skip
@@ -133,9 +134,11 @@ class Options:
     def __post_init__(self) -> None:
         if self.select not in ("val", "final"):
             raise ValueError(f"select must be 'val' or 'final', got {self.select!r}")
-        for name in ("steps", "checkpoints", "workers", "epochs"):
+        for name in ("checkpoints", "workers", "epochs"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if int(self.steps) < 0:
+            raise ValueError(f"steps must be >= 0 (0: libero_suite's evaluation of init_from), got {self.steps}")
         if self.gst_ego_weight < 0:
             raise ValueError(f"gst_ego_weight must be >= 0, got {self.gst_ego_weight}")
         self.arms, self.agents, self.profiles = list(self.arms), list(self.agents), list(self.profiles)
@@ -257,6 +260,19 @@ def check(recipe: Recipe) -> None:
             raise ValueError(f"experiment {recipe.name!r}: the recorded and val sampled states overlap")
         if not all(1 <= n <= 50 for n in (o.test_trials, o.language_trials, o.perturb_trials)):
             raise ValueError("test_trials, language_trials and perturb_trials count official states: 1 to 50")
+    if o.steps == 0 and (recipe.kind != "libero_suite" or not o.init_from):
+        raise ValueError(
+            f"experiment {recipe.name!r}: steps: 0 (nothing trained) is for a libero_suite experiment evaluating "
+            f"init_from's checkpoint; this one ({recipe.kind}, init_from={o.init_from}) trains: steps >= 1"
+        )
+    if recipe.kind == "libero_suite" and o.agents and o.steps:
+        raise ValueError(
+            f"experiment {recipe.name!r}: agents are compared on one checkpoint: set steps: 0 and init_from "
+            f"(a trained suite's checkpoints are compared with each chunk played to its end)"
+        )
+    bad = [x for x in o.agents if not re.fullmatch(r"[A-Za-z0-9_.]+=([A-Za-z_]+=[^,=]+(,[A-Za-z_]+=[^,=]+)*)?", x)]
+    if bad or len({x.partition("=")[0] for x in o.agents}) < len(o.agents):
+        raise ValueError(f"agents: each NAME=k=v,k=v with distinct names (e.g. replan4=replan=4), got {o.agents}")
     if "checkpoints" in READS[recipe.kind] and o.steps % o.checkpoints:  # saved every steps/checkpoints
         raise ValueError(f"steps ({o.steps}) must be a multiple of checkpoints ({o.checkpoints})")
     unknown = sorted(set(o.arms) - set(ARMS))
